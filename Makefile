@@ -1,0 +1,121 @@
+# cellvm - top-level Makefile.  `make`, `make test`, `make check`, `make fuzz`,
+# `make bench`, `make run`, `make install`, `make clean`.
+
+SHELL := /bin/bash
+PREFIX ?= /usr/local
+DESTDIR ?=
+OPTIMIZATION ?= -O2
+SANITIZER ?=
+FUZZ_TIME ?= 60
+PYTHON := /usr/bin/python3
+PYTEST_ARGS ?=
+
+ifeq ($(SANITIZER),)
+  B ?= build
+  SANFLAGS :=
+else
+  B ?= build/san
+  SANFLAGS := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
+
+# Debian's libpython3.11, never the pyenv one first on PATH.
+SYSPC := PKG_CONFIG_PATH=/usr/lib/x86_64-linux-gnu/pkgconfig:/usr/share/pkgconfig pkg-config
+PY_CFLAGS = $(shell $(SYSPC) --cflags python3-embed 2>/dev/null)
+PY_LIBS = $(shell $(SYSPC) --libs python3-embed 2>/dev/null)
+GW_LIBS = $(shell $(SYSPC) --libs libczmq libzmq libcrypto 2>/dev/null)
+
+WARN := -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
+ifeq ($(CI),true)
+  WARN += -Werror
+endif
+CFLAGS ?= $(OPTIMIZATION) -g
+ALL_CFLAGS = $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -MMD -MP -Ikernel -Igateway
+LDFLAGS += $(SANFLAGS) -pthread
+
+KN_SRC := $(filter-out kernel/main.c,$(wildcard kernel/kn_*.c))
+GW_SRC := $(wildcard gateway/gw_*.c) kernel/kn_frame.c kernel/kn_msg.c
+KN_OBJ := $(KN_SRC:%.c=$(B)/obj/%.o)
+GW_OBJ := $(GW_SRC:%.c=$(B)/obj/%.o)
+KN_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_kn_*.c))
+GW_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_gw_*.c))
+KERNELSPECS := $(B)/share/jupyter/kernels/cellvm/kernel.json \
+               $(B)/share/jupyter/kernels/cellvm-unsafe-local/kernel.json
+
+DEPS_STAMP := build/.deps-ok
+
+.PHONY: all deps kernel gateway test unit integration check fuzz bench run install clean kernelspecs
+all: $(DEPS_STAMP) kernel gateway kernelspecs
+
+$(DEPS_STAMP): scripts/deps.sh
+	@mkdir -p build
+	bash scripts/deps.sh
+	@touch $@
+deps:
+	bash scripts/deps.sh
+
+kernel: $(B)/cellvm-kernel
+gateway: $(B)/cellvm-gateway
+kernelspecs: $(KERNELSPECS)
+
+$(B)/obj/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(PY_CFLAGS) -c $< -o $@
+
+# The Python half of the kernel is embedded into the binary (see kn_pysrc.c).
+$(B)/obj/kernel/kn_pysrc.o: kernel/kn_pysrc.c $(wildcard kernel/py/*.py)
+
+$(B)/cellvm-kernel: $(B)/obj/kernel/main.o $(KN_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PY_LIBS) -ljansson -lcrypto
+
+$(B)/cellvm-gateway: $(B)/obj/gateway/main.o $(GW_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS) -ljansson
+
+$(B)/tests/test_kn_%: tests/unit/test_kn_%.c $(KN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(PY_CFLAGS) $(LDFLAGS) -o $@ $^ $(PY_LIBS) -ljansson -lcrypto -lcmocka
+
+$(B)/tests/test_gw_%: tests/unit/test_gw_%.c $(GW_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(GW_LIBS) -ljansson -lcmocka
+
+$(B)/share/jupyter/kernels/%/kernel.json: scripts/kernelspec.sh | $(B)/cellvm-gateway
+	bash scripts/kernelspec.sh $* $(abspath $(B)) $@
+
+unit: $(KN_TESTS) $(GW_TESTS)
+	@set -e; for t in $^; do echo "== $$t"; $$t; done
+
+integration: all
+	CELLVM_BUILD=$(abspath $(B)) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)
+
+test: all unit integration
+
+# Sanitizer build of everything, unit tests and the integration suite against it.
+check:
+	$(MAKE) SANITIZER=address,undefined CC=$(CC) unit integration
+
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(KN_SRC) $(GW_SRC) | $(DEPS_STAMP)
+	@mkdir -p build/fuzz
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ikernel -Igateway \
+	  $(PY_CFLAGS) -o $@ $< $(filter %kn_frame.c %kn_msg.c,$(KN_SRC)) \
+	  $(filter-out kernel/%,$(GW_SRC)) $(GW_LIBS) -ljansson
+fuzz: $(FUZZ_TARGETS)
+	@set -e; for f in $^; do echo "== $$f for $(FUZZ_TIME)s"; mkdir -p build/fuzz/corpus-$$(basename $$f); \
+	  $$f -max_total_time=$(FUZZ_TIME) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus-$$(basename $$f) tests/fuzz/seeds/$$(basename $$f) 2>&1 | tail -n 3; done
+
+bench: all
+	CELLVM_BUILD=$(abspath $(B)) $(PYTHON) bench/bench.py
+
+run: all
+	CELLVM_BUILD=$(abspath $(B)) bash scripts/run.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(B)/cellvm-kernel $(B)/cellvm-gateway $(DESTDIR)$(PREFIX)/bin/
+	bash scripts/kernelspec.sh cellvm $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm/kernel.json bin
+	bash scripts/kernelspec.sh cellvm-unsafe-local $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-unsafe-local/kernel.json bin
+
+clean:
+	rm -rf build/obj build/san build/tests build/fuzz build/share build/cellvm-*
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,245 @@
+/*  gw_backend_local - the unsafe-local backend: the kernel as a child process.
+
+    The child side of fork() runs in a process that has other threads (the
+    ZeroMQ I/O threads), so between fork and exec it only makes
+    async-signal-safe calls; everything it needs is prepared beforehand.
+*/
+#include "gw_backend_local.h"
+#include "gw_log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define S_CHAN_FD 3                             //  the kernel's --fd
+
+typedef struct {
+    char *path;                                 //  kernel executable
+    char max_frame [16];                        //  --max-frame value
+    pid_t pid;                                  //  running kernel, 0 = none
+} s_local_t;
+
+//  --------------------------------------------------------------------------
+//  Child side, between fork and exec: async-signal-safe calls only.
+
+static void
+s_child_reset_signals (void)
+{
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    //  The gateway ignores SIGINT and blocks SIGTERM/SIGCHLD; the kernel
+    //  must start with the ordinary dispositions.
+    int sigs [] = { SIGINT, SIGTERM, SIGCHLD, SIGPIPE, SIGHUP, SIGQUIT };
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs [0]; i++)
+        sigaction (sigs [i], &sa, NULL);
+    sigset_t none;
+    sigemptyset (&none);
+    sigprocmask (SIG_SETMASK, &none, NULL);
+}
+
+static void
+s_child_exec (s_local_t *self, pid_t parent, int chan_fd, int report_fd, char **argv)
+{
+    setpgid (0, 0);
+    prctl (PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid () != parent)
+        _exit (127);                            //  the gateway already died
+    s_child_reset_signals ();
+    //  Move both fds out of the way first: either may already sit on 3 or 4.
+    int chan_hi = fcntl (chan_fd, F_DUPFD, 10);
+    int report_hi = fcntl (report_fd, F_DUPFD_CLOEXEC, 10);
+    if (chan_hi < 0 || report_hi < 0
+    ||  dup2 (chan_hi, S_CHAN_FD) < 0 || dup3 (report_hi, S_CHAN_FD + 1, O_CLOEXEC) < 0)
+        goto fail;
+    report_fd = S_CHAN_FD + 1;
+    int null_fd = open ("/dev/null", O_RDONLY);
+    if (null_fd >= 0 && null_fd != STDIN_FILENO)
+        dup2 (null_fd, STDIN_FILENO);
+    close_range (S_CHAN_FD + 2, ~0U, 0);        //  no gateway socket leaks in
+    execv (self->path, argv);
+fail:;
+    int e = errno;
+    (void) !write (report_fd, &e, sizeof e);
+    _exit (127);
+}
+
+//  --------------------------------------------------------------------------
+//  Parent side.
+
+//  Wait for the child to exec (the report pipe closes) or to report why it
+//  could not (an errno on the pipe).
+static int
+s_wait_exec (int report_fd)
+{
+    int e = 0;
+    ssize_t n;
+    do
+        n = read (report_fd, &e, sizeof e);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t) sizeof e ? -(e ? e : EIO) : 0;
+}
+
+static void
+s_close_fds (int *fds, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fds [i] >= 0) {
+            close (fds [i]);
+            fds [i] = -1;
+        }
+}
+
+static int
+s_start (void *ctx, int *fd_p, char *err, size_t errlen)
+{
+    s_local_t *self = (s_local_t *) ctx;
+    assert (self && fd_p && self->pid == 0);
+    int fds [4] = { -1, -1, -1, -1 }, rc = 0;   //  socketpair, report pipe
+    char fd_arg [8];
+    snprintf (fd_arg, sizeof fd_arg, "%d", S_CHAN_FD);
+    char *argv [] = { self->path, "--fd", fd_arg, "--max-frame", self->max_frame, NULL };
+    if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0
+    ||  pipe2 (fds + 2, O_CLOEXEC) < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    pid_t parent = getpid ();
+    pid_t pid = fork ();
+    if (pid < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    if (pid == 0)
+        s_child_exec (self, parent, fds [1], fds [3], argv);
+    self->pid = pid;
+    setpgid (pid, pid);                         //  also here: no race with killpg
+    s_close_fds (fds + 3, 1);
+    rc = s_wait_exec (fds [2]);
+    s_close_fds (fds + 1, 2);
+    if (rc < 0)
+        goto fail;
+    gw_log (GW_LOG_INFO, "kernel.spawned", "backend=unsafe-local pid=%d path=%s",
+            (int) pid, self->path);
+    *fd_p = fds [0];
+    return 0;
+fail:
+    snprintf (err, errlen, "cannot start the kernel %s: %s", self->path, strerror (-rc));
+    s_close_fds (fds, 4);
+    if (self->pid > 0) {                        //  exec failed: collect the child
+        waitpid (self->pid, NULL, 0);
+        self->pid = 0;
+    }
+    return rc;
+}
+
+static int
+s_interrupt (void *ctx)
+{
+    s_local_t *self = (s_local_t *) ctx;
+    if (self->pid <= 0)
+        return -ESRCH;
+    return killpg (self->pid, SIGINT) == 0 ? 0 : -errno;
+}
+
+static int
+s_kill (void *ctx)
+{
+    s_local_t *self = (s_local_t *) ctx;
+    if (self->pid <= 0)
+        return -ESRCH;
+    if (killpg (self->pid, SIGKILL) < 0 && kill (self->pid, SIGKILL) < 0)
+        return -errno;
+    return 0;
+}
+
+static void
+s_fill_exit (int status, gw_exit_t *exit_p)
+{
+    memset (exit_p, 0, sizeof *exit_p);
+    exit_p->exit_code = -1;
+    if (WIFEXITED (status))
+        exit_p->exit_code = WEXITSTATUS (status);
+    else if (WIFSIGNALED (status)) {
+        exit_p->signal = WTERMSIG (status);
+        exit_p->core_dumped = WCOREDUMP (status);
+    }
+}
+
+static int
+s_reap (void *ctx, gw_exit_t *exit_p)
+{
+    s_local_t *self = (s_local_t *) ctx;
+    assert (exit_p);
+    if (self->pid <= 0)
+        return -ECHILD;
+    int status = 0;
+    pid_t r = waitpid (self->pid, &status, WNOHANG);
+    if (r == 0)
+        return -EAGAIN;
+    if (r < 0 && errno == EINTR)
+        return -EAGAIN;
+    if (r < 0)
+        status = 0;                             //  lost it (should not happen)
+    s_fill_exit (status, exit_p);
+    killpg (self->pid, SIGKILL);                //  whatever the cell left running
+    gw_log (GW_LOG_INFO, "kernel.reaped", "pid=%d exit_code=%d signal=%d",
+            (int) self->pid, exit_p->exit_code, exit_p->signal);
+    self->pid = 0;
+    return 0;
+}
+
+static int
+s_pid (void *ctx)
+{
+    return (int) ((s_local_t *) ctx)->pid;
+}
+
+static void
+s_destroy (void *ctx)
+{
+    s_local_t *self = (s_local_t *) ctx;
+    if (!self)
+        return;
+    if (self->pid > 0) {
+        s_kill (self);
+        waitpid (self->pid, NULL, 0);
+    }
+    free (self->path);
+    free (self);
+}
+
+gw_backend_t *
+gw_backend_local_new (const char *kernel_path, uint32_t max_frame, char *err, size_t errlen)
+{
+    assert (kernel_path && err);
+    struct stat st;
+    const char *why = NULL;
+    if (stat (kernel_path, &st) < 0)
+        why = strerror (errno);
+    else if (!S_ISREG (st.st_mode))
+        why = "not a regular file";
+    else if (access (kernel_path, X_OK) < 0)
+        why = strerror (errno);
+    if (why) {
+        snprintf (err, errlen, "kernel %s is not an executable file: %s", kernel_path, why);
+        return NULL;
+    }
+    s_local_t *self = calloc (1, sizeof *self);
+    gw_backend_t *backend = calloc (1, sizeof *backend);
+    if (!self || !backend || !(self->path = strdup (kernel_path)))
+        abort ();
+    snprintf (self->max_frame, sizeof self->max_frame, "%u", max_frame);
+    *backend = (gw_backend_t) {
+        .name = "unsafe-local", .start = s_start, .interrupt = s_interrupt,
+        .kill = s_kill, .reap = s_reap, .pid = s_pid, .destroy = s_destroy, .ctx = self
+    };
+    return backend;
+}

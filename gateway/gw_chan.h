@@ -1,0 +1,55 @@
+/*  gw_chan - the gateway's end of the cellvm channel, non-blocking.
+
+    Frames (kernel/kn_frame) of channel messages (kernel/kn_msg) over one
+    file descriptor, driven by the reactor: gw_chan_read when the fd is
+    readable, gw_chan_flush when it is writable and gw_chan_wants_write says
+    so. Nothing here blocks.
+
+    The peer is untrusted. Every frame is bounded by max_frame, every message
+    (JSON plus buffers) by max_msg, and the first broken frame ends the
+    stream: gw_chan_read reports it and the owner is expected to end the
+    kernel.
+*/
+#ifndef GW_CHAN_H
+#define GW_CHAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kn_msg.h"
+
+typedef struct _gw_chan_t gw_chan_t;
+
+//  Called for each complete message; takes *msg_p. Return 0 to go on, or
+//  non-zero to stop reading (gw_chan_read then returns that value).
+typedef int (gw_chan_msg_fn) (void *arg, kn_msg_t **msg_p);
+
+//  Wrap fd, taking ownership (closed on destroy); makes it non-blocking.
+//  max_out caps the bytes queued for the peer (0: 4 * max_msg).
+gw_chan_t *gw_chan_new (int fd, uint32_t max_frame, size_t max_msg, size_t max_out);
+
+//  Close the fd and free everything; nulls *self_p. NULL-safe.
+void gw_chan_destroy (gw_chan_t **self_p);
+
+int gw_chan_fd (const gw_chan_t *self);
+
+//  Queue msg (JSON frame + buffer frames) and try to write it out. Returns
+//  0; -EMSGSIZE when a frame exceeds max_frame; -ENOBUFS when the queue is
+//  full (the peer stopped reading); -EPIPE once the peer is gone.
+int gw_chan_send (gw_chan_t *self, const kn_msg_t *msg);
+
+//  True while bytes wait for the fd to become writable.
+bool gw_chan_wants_write (const gw_chan_t *self);
+
+//  Write as much queued data as the fd takes. 0, or -EPIPE.
+int gw_chan_flush (gw_chan_t *self);
+
+//  One read() from the fd; every complete message goes to on_msg. Returns 0
+//  (read something or nothing to read), the callback's non-zero stop value,
+//  -EPIPE at end of stream, or on bad input -EPROTO (frame length out of
+//  range), -EBADMSG (not a valid envelope), -EMSGSIZE (message over
+//  max_msg), with *why set to a static or chan-owned reason.
+int gw_chan_read (gw_chan_t *self, gw_chan_msg_fn *on_msg, void *arg, const char **why);
+
+#endif

@@ -1,0 +1,240 @@
+/*  gw_check - what each side may send, message by message.
+
+    Schemas are strings of "field:type" pairs, types s (string), i (integer),
+    b (boolean), o (object), a (array of strings), so a table row reads like
+    the spec. Fields not listed are allowed and passed through.
+*/
+#include "gw_check.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *type;                           //  msg_type
+    const char *fields;                         //  required "name:t" pairs
+} s_schema_t;
+
+//  Client -> kernel, by channel. Anything else is dropped at the door.
+static const char *s_shell_requests [] = {
+    "execute_request", "inspect_request", "complete_request", "history_request",
+    "is_complete_request", "comm_info_request", "kernel_info_request",
+    "shutdown_request", "comm_open", "comm_msg", "comm_close", NULL
+};
+static const char *s_control_requests [] = {
+    "shutdown_request", "interrupt_request", "kernel_info_request", "debug_request",
+    "cellvm_put_request", "cellvm_get_request", NULL
+};
+static const char *s_stdin_replies [] = { "input_reply", NULL };
+
+//  Kernel -> client on iopub.
+static const s_schema_t s_iopub [] = {
+    { "status", "execution_state:s" },
+    { "stream", "name:s text:s" },
+    { "display_data", "data:o metadata:o" },
+    { "update_display_data", "data:o metadata:o transient:o" },
+    { "execute_input", "code:s execution_count:i" },
+    { "execute_result", "execution_count:i data:o metadata:o" },
+    { "error", "ename:s evalue:s traceback:a" },
+    { "clear_output", "wait:b" },
+    { "comm_open", "comm_id:s target_name:s" },
+    { "comm_msg", "comm_id:s" },
+    { "comm_close", "comm_id:s" },
+    { NULL, NULL }
+};
+
+//  Kernel -> client replies, on shell or control (the session checks which).
+static const s_schema_t s_replies [] = {
+    { "execute_reply", "status:s" },
+    { "inspect_reply", "status:s" },
+    { "complete_reply", "status:s" },
+    { "history_reply", "status:s" },
+    { "is_complete_reply", "status:s" },
+    { "comm_info_reply", "status:s" },
+    { "kernel_info_reply", "status:s" },
+    { "shutdown_reply", "status:s" },
+    { "interrupt_reply", "status:s" },
+    { "debug_reply", "" },
+    { "cellvm_put_reply", "status:s" },
+    { "cellvm_get_reply", "status:s" },
+    { NULL, NULL }
+};
+
+static const s_schema_t s_stdin [] = {
+    { "input_request", "prompt:s password:b" },
+    { NULL, NULL }
+};
+
+static const s_schema_t s_cellvm [] = {
+    { "hello", "protocol:s version:i role:s" },
+    { "protocol_error", "error:s" },
+    { "exiting", "reason:s" },
+    { NULL, NULL }
+};
+
+static bool
+s_in_list (const char *const *list, const char *name)
+{
+    for (; *list; list++)
+        if (strcmp (*list, name) == 0)
+            return true;
+    return false;
+}
+
+bool
+gw_check_client_type (kn_channel_t channel, const char *msg_type)
+{
+    assert (msg_type);
+    switch (channel) {
+        case KN_CH_SHELL: return s_in_list (s_shell_requests, msg_type);
+        case KN_CH_CONTROL: return s_in_list (s_control_requests, msg_type);
+        case KN_CH_STDIN: return s_in_list (s_stdin_replies, msg_type);
+        default: return false;
+    }
+}
+
+bool
+gw_check_reply_type (const char *request_type, char *out, size_t cap)
+{
+    assert (request_type && out && cap > 0);
+    out [0] = 0;
+    size_t len = strlen (request_type);
+    const char *suffix = "_request";
+    if (len <= 8 || strcmp (request_type + len - 8, suffix) != 0 || len - 8 + 7 >= cap)
+        return false;
+    snprintf (out, cap, "%.*s_reply", (int) (len - 8), request_type);
+    return true;
+}
+
+static bool
+s_type_ok (const json_t *v, char t)
+{
+    switch (t) {
+        case 's': return json_is_string (v);
+        case 'i': return json_is_integer (v);
+        case 'b': return json_is_boolean (v);
+        case 'o': return json_is_object (v);
+        case 'a': {
+            if (!json_is_array (v))
+                return false;
+            for (size_t i = 0; i < json_array_size (v); i++)
+                if (!json_is_string (json_array_get (v, i)))
+                    return false;
+            return true;
+        }
+        default: return false;
+    }
+}
+
+static const char *
+s_type_name (char t)
+{
+    switch (t) {
+        case 's': return "a string";
+        case 'i': return "an integer";
+        case 'b': return "a boolean";
+        case 'o': return "an object";
+        default: return "an array of strings";
+    }
+}
+
+//  Check the "name:t name:t" fields of content.
+static int
+s_check_fields (const json_t *content, const char *fields, char *why, size_t whylen)
+{
+    const char *p = fields;
+    while (*p) {
+        char name [64];
+        char t = 0;
+        int used = 0;
+        if (sscanf (p, " %63[^:]:%c%n", name, &t, &used) != 2)
+            break;
+        p += used;
+        if (!s_type_ok (json_object_get (content, name), t)) {
+            snprintf (why, whylen, "content.%s must be %s", name, s_type_name (t));
+            return -EBADMSG;
+        }
+    }
+    return 0;
+}
+
+static const s_schema_t *
+s_find (const s_schema_t *table, const char *type)
+{
+    for (; table->type; table++)
+        if (strcmp (table->type, type) == 0)
+            return table;
+    return NULL;
+}
+
+//  Enumerated values the schema strings cannot express.
+static int
+s_check_values (const char *type, const json_t *content, char *why, size_t whylen)
+{
+    const char *v = NULL;
+    bool ok = true;
+    if (strcmp (type, "status") == 0) {
+        v = json_string_value (json_object_get (content, "execution_state"));
+        ok = strcmp (v, "busy") == 0 || strcmp (v, "idle") == 0 || strcmp (v, "starting") == 0;
+    }
+    else if (strcmp (type, "stream") == 0) {
+        v = json_string_value (json_object_get (content, "name"));
+        ok = strcmp (v, "stdout") == 0 || strcmp (v, "stderr") == 0;
+    }
+    else if (json_object_get (content, "status") && strstr (type, "_reply")) {
+        v = json_string_value (json_object_get (content, "status"));
+        ok = v && (strcmp (v, "ok") == 0 || strcmp (v, "error") == 0
+                   || strcmp (v, "abort") == 0 || strcmp (v, "aborted") == 0);
+    }
+    if (ok && strcmp (type, "execute_reply") == 0 && v && strcmp (v, "ok") == 0
+    &&  !json_is_integer (json_object_get (content, "execution_count"))) {
+        snprintf (why, whylen, "content.execution_count must be an integer");
+        return -EBADMSG;
+    }
+    if (!ok)
+        snprintf (why, whylen, "%s has an unknown value", type);
+    return ok ? 0 : -EBADMSG;
+}
+
+int
+gw_check_kernel_msg (const kn_msg_t *msg, char *why, size_t whylen)
+{
+    assert (msg && why);
+    kn_channel_t ch = kn_msg_channel (msg);
+    const char *type = kn_msg_type (msg);
+    const s_schema_t *table = ch == KN_CH_IOPUB ? s_iopub
+                            : ch == KN_CH_STDIN ? s_stdin
+                            : ch == KN_CH_CELLVM ? s_cellvm : s_replies;
+    const s_schema_t *schema = s_find (table, type);
+    if (!schema) {
+        snprintf (why, whylen, "msg_type %.64s is not allowed on channel %s",
+                  type, kn_channel_name (ch));
+        return -EBADMSG;
+    }
+    json_t *content = kn_msg_content (msg);
+    if (s_check_fields (content, schema->fields, why, whylen) < 0)
+        return -EBADMSG;
+    if (ch != KN_CH_CELLVM && s_check_values (type, content, why, whylen) < 0)
+        return -EBADMSG;
+    return 0;
+}
+
+int
+gw_check_hello (const kn_msg_t *msg, char *why, size_t whylen)
+{
+    assert (msg && why);
+    json_t *content = kn_msg_content (msg);
+    const char *protocol = json_string_value (json_object_get (content, "protocol"));
+    json_t *version = json_object_get (content, "version");
+    const char *role = json_string_value (json_object_get (content, "role"));
+    if (!protocol || strcmp (protocol, "cellvm-channel") != 0)
+        snprintf (why, whylen, "hello names another protocol");
+    else if (!json_is_integer (version) || json_integer_value (version) != 1)
+        snprintf (why, whylen, "hello has channel version other than 1");
+    else if (!role || strcmp (role, "kernel") != 0)
+        snprintf (why, whylen, "hello does not come from a kernel");
+    else
+        return 0;
+    return -EPROTO;
+}

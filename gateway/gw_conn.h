@@ -1,0 +1,48 @@
+/*  gw_conn - the Jupyter connection file the client wrote for us.
+
+    {"transport": "tcp", "ip": "127.0.0.1", "shell_port": 5555, ...,
+     "key": "e8bd966f-...", "signature_scheme": "hmac-sha256"}
+
+    Required: ip, shell_port, iopub_port, stdin_port, control_port, hb_port,
+    key (may be ""). Defaults: transport "tcp", signature_scheme
+    "hmac-sha256". Unknown keys are ignored. The key never appears in any
+    error text, and is wiped on destroy.
+*/
+#ifndef GW_CONN_H
+#define GW_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct _gw_conn_t gw_conn_t;
+
+typedef enum { GW_PORT_SHELL, GW_PORT_IOPUB, GW_PORT_STDIN, GW_PORT_CONTROL, GW_PORT_HB } gw_port_t;
+#define GW_PORT_COUNT 5
+
+//  Load and validate the file. NULL on failure with an actionable reason in
+//  err (file missing or unreadable, not JSON at line:col, missing field X,
+//  bad port value for X, ...).
+gw_conn_t *gw_conn_load (const char *path, char *err, size_t errlen);
+
+//  Destroy, wiping the key (OPENSSL_cleanse); nulls *self_p. NULL-safe.
+void gw_conn_destroy (gw_conn_t **self_p);
+
+//  Write the endpoint: tcp://IP:PORT (IPv6 as tcp://[IP]:PORT) or
+//  ipc://IP-PORT (jupyter_client convention). 0, -EINVAL for a bad which,
+//  -ENOSPC when cap is too small.
+int gw_conn_endpoint (const gw_conn_t *self, gw_port_t which, char *out, size_t cap);
+
+//  The port number for which (-EINVAL for a bad which).
+int gw_conn_port (const gw_conn_t *self, gw_port_t which);
+
+//  Borrowed key bytes (not NUL-terminated for signing purposes; *len_p = 0
+//  when the key is empty).
+const uint8_t *gw_conn_key (const gw_conn_t *self, size_t *len_p);
+const char *gw_conn_scheme (const gw_conn_t *self);
+const char *gw_conn_transport (const gw_conn_t *self);
+const char *gw_conn_ip (const gw_conn_t *self);
+
+//  Name of a port as in the file ("shell_port"...); NULL for a bad which.
+const char *gw_conn_port_name (gw_port_t which);
+
+#endif

@@ -1,0 +1,29 @@
+/*  kn_chan - blocking message I/O for the cellvm channel on a file descriptor.
+ *
+ *  Sending is thread-safe: the main thread, the reader thread and the capture
+ *  thread all send. Receiving is done by one thread only (the reader).
+ */
+#ifndef KN_CHAN_H
+#define KN_CHAN_H
+
+#include "kn_msg.h"
+
+typedef struct _kn_chan_t kn_chan_t;
+
+//  Wrap fd (used both ways). Does not take ownership of fd.
+kn_chan_t *kn_chan_new (int fd, uint32_t max_frame);
+void kn_chan_destroy (kn_chan_t **self_p);
+
+//  Send the message and its buffers. Takes *msg_p. 0, or -EPIPE once the peer
+//  is gone, or -EMSGSIZE (message dropped, logged) when a frame is too big.
+int kn_chan_send (kn_chan_t *self, kn_msg_t **msg_p);
+
+//  Receive one complete message (with its buffers). Returns 0; -EPIPE on end
+//  of stream; -EPROTO on a broken frame length (fatal: the stream cannot be
+//  resynchronised); -EBADMSG when a frame was not a valid envelope (dropped;
+//  err says why, the next call reads on).
+int kn_chan_recv (kn_chan_t *self, kn_msg_t **msg_p, char *err, size_t errlen);
+
+uint32_t kn_chan_max_frame (const kn_chan_t *self);
+
+#endif

@@ -1,0 +1,133 @@
+/*  kn_frame - length-prefixed frame codec for the cellvm channel. */
+#include "kn_frame.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct _kn_frame_dec_t {
+    uint32_t max_frame;     //  largest acceptable L
+    uint8_t hdr[KN_FRAME_HDR];
+    size_t hdr_have;        //  header bytes collected so far
+    uint8_t *body;          //  body being filled, NULL while reading header
+    size_t body_len;        //  L of the current frame
+    size_t body_have;       //  body bytes collected so far
+    int ready;              //  body is complete and waiting to be taken
+    int dead;               //  stream error seen; nothing more is accepted
+    uint32_t bad_length;    //  the length that killed the stream
+};
+
+kn_frame_dec_t *
+kn_frame_dec_new (uint32_t max_frame)
+{
+    assert (max_frame > 0);
+    kn_frame_dec_t *self = calloc (1, sizeof *self);
+    if (self)
+        self->max_frame = max_frame;
+    return self;
+}
+
+void
+kn_frame_dec_destroy (kn_frame_dec_t **self_p)
+{
+    assert (self_p);
+    if (*self_p) {
+        free ((*self_p)->body);
+        free (*self_p);
+        *self_p = NULL;
+    }
+}
+
+//  Header complete: check L and allocate the body (+1 for a NUL).
+static int
+s_start_body (kn_frame_dec_t *self)
+{
+    uint32_t len = (uint32_t) self->hdr[0] << 24 | (uint32_t) self->hdr[1] << 16
+                 | (uint32_t) self->hdr[2] << 8 | (uint32_t) self->hdr[3];
+    if (len == 0 || len > self->max_frame) {
+        self->dead = 1;
+        self->bad_length = len;
+        return -EPROTO;
+    }
+    self->body = malloc ((size_t) len + 1);
+    if (!self->body)
+        abort ();   //  out of memory is not recoverable here (czmq style)
+    self->body_len = len;
+    self->body_have = 0;
+    return 0;
+}
+
+long
+kn_frame_dec_feed (kn_frame_dec_t *self, const uint8_t *data, size_t len)
+{
+    assert (self);
+    size_t used = 0;
+    if (self->dead)
+        return -EPROTO;
+    while (used < len && !self->ready) {
+        if (!self->body) {
+            size_t n = KN_FRAME_HDR - self->hdr_have;
+            if (n > len - used)
+                n = len - used;
+            memcpy (self->hdr + self->hdr_have, data + used, n);
+            self->hdr_have += n;
+            used += n;
+            if (self->hdr_have == KN_FRAME_HDR && s_start_body (self) < 0)
+                return -EPROTO;
+            continue;
+        }
+        size_t n = self->body_len - self->body_have;
+        if (n > len - used)
+            n = len - used;
+        memcpy (self->body + self->body_have, data + used, n);
+        self->body_have += n;
+        used += n;
+        if (self->body_have == self->body_len) {
+            self->body [self->body_len] = 0;
+            self->ready = 1;
+        }
+    }
+    return (long) used;
+}
+
+int
+kn_frame_dec_ready (const kn_frame_dec_t *self)
+{
+    assert (self);
+    return self->ready;
+}
+
+uint8_t *
+kn_frame_dec_take (kn_frame_dec_t *self, size_t *len_p)
+{
+    assert (self);
+    if (!self->ready)
+        return NULL;
+    uint8_t *body = self->body;
+    if (len_p)
+        *len_p = self->body_len;
+    self->body = NULL;
+    self->body_len = self->body_have = self->hdr_have = 0;
+    self->ready = 0;
+    return body;
+}
+
+uint32_t
+kn_frame_dec_bad_length (const kn_frame_dec_t *self)
+{
+    assert (self);
+    return self->bad_length;
+}
+
+int
+kn_frame_encode_header (uint8_t hdr[KN_FRAME_HDR], size_t len, uint32_t max_frame)
+{
+    if (len == 0 || len > max_frame)
+        return -EMSGSIZE;
+    hdr[0] = (uint8_t) (len >> 24);
+    hdr[1] = (uint8_t) (len >> 16);
+    hdr[2] = (uint8_t) (len >> 8);
+    hdr[3] = (uint8_t) len;
+    return 0;
+}

@@ -1,0 +1,45 @@
+/*  kn_frame - length-prefixed frame codec for the cellvm channel.
+ *
+ *  A frame is a 4-byte big-endian length L (1..max) and L bytes. This codec is
+ *  pure: it never touches a file descriptor, so tests and fuzzers drive it
+ *  directly. The gateway compiles this same file.
+ */
+#ifndef KN_FRAME_H
+#define KN_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KN_FRAME_HDR 4
+#define KN_FRAME_MAX_DEFAULT (64u * 1024u * 1024u)
+
+typedef struct _kn_frame_dec_t kn_frame_dec_t;
+
+//  Create a decoder that accepts frames of 1..max_frame bytes.
+kn_frame_dec_t *kn_frame_dec_new (uint32_t max_frame);
+
+//  Destroy the decoder and any partial frame; nulls *self_p.
+void kn_frame_dec_destroy (kn_frame_dec_t **self_p);
+
+//  Feed up to len bytes. Returns how many were consumed (>= 0), or -EPROTO
+//  if the stream carries an out-of-range length (the decoder is then dead:
+//  every later call returns -EPROTO). Stops consuming as soon as one frame is
+//  complete, so the caller takes it before feeding more.
+long kn_frame_dec_feed (kn_frame_dec_t *self, const uint8_t *data, size_t len);
+
+//  True when a whole frame is ready to take.
+int kn_frame_dec_ready (const kn_frame_dec_t *self);
+
+//  Take the completed frame: ownership of the buffer moves to the caller
+//  (free()). *len_p gets its length. The buffer has one extra NUL byte past
+//  len so JSON parsers may treat it as a string. NULL if none is ready.
+uint8_t *kn_frame_dec_take (kn_frame_dec_t *self, size_t *len_p);
+
+//  The length that made the decoder fail, for the log line (0 if none).
+uint32_t kn_frame_dec_bad_length (const kn_frame_dec_t *self);
+
+//  Write the 4-byte header for a frame of len bytes. Returns 0, or -EMSGSIZE
+//  if len is 0 or above max_frame.
+int kn_frame_encode_header (uint8_t hdr[KN_FRAME_HDR], size_t len, uint32_t max_frame);
+
+#endif

@@ -1,0 +1,564 @@
+/*  kn_kernel - the kernel's protocol core. */
+#include "kn_kernel.h"
+#include "kn_log.h"
+#include "kn_outfiles.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define S_CHANNEL_VERSION 1
+
+typedef struct s_item_t {
+    kn_msg_t *msg;
+    struct s_item_t *next;
+} s_item_t;
+
+struct _kn_kernel_t {
+    kn_chan_t *chan;                //  borrowed
+    kn_interp_t interp;
+    char session [37];
+    char *outdir;
+    kn_outfiles_t *outfiles;
+    json_t *info;                   //  kernel_info_reply content, cached
+    void (*flush) (void *);         //  capture flush
+    void *flush_arg;
+    pthread_t main_thread, reader;
+    pthread_mutex_t lock;           //  guards everything below
+    pthread_cond_t cond;            //  queue, input and closing
+    s_item_t *head, *tail;          //  shell requests waiting to run
+    int closed;                     //  the channel is gone
+    json_t *parent;                 //  header of the shell request running
+    bool silent;                    //  that request is silent
+    bool executing;                 //  an interrupt may be delivered
+    bool ipython;                   //  for hello: IPython backs the shell
+    bool input_waiting;
+    char *input_value;
+    json_int_t last_count;          //  last execute_reply execution_count
+};
+
+kn_kernel_t *
+kn_kernel_new (kn_chan_t *chan, const kn_kernel_config_t *config)
+{
+    assert (chan && config);
+    kn_kernel_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    self->chan = chan;
+    kn_uuid4 (self->session);
+    pthread_mutex_init (&self->lock, NULL);
+    pthread_cond_init (&self->cond, NULL);
+    if (config->outdir) {
+        self->outdir = strdup (config->outdir);
+        self->outfiles = kn_outfiles_new (config->outdir, KN_OUTFILES_CAP);
+        if (!self->outfiles) {
+            kn_log (KN_LOG_ERROR, "outdir.fail", "dir=\"%s\" reason=\"%s\"",
+                    config->outdir, strerror (errno));
+            kn_kernel_destroy (&self);
+        }
+    }
+    return self;
+}
+
+void
+kn_kernel_destroy (kn_kernel_t **self_p)
+{
+    assert (self_p);
+    kn_kernel_t *self = *self_p;
+    if (!self)
+        return;
+    while (self->head) {
+        s_item_t *it = self->head;
+        self->head = it->next;
+        kn_msg_destroy (&it->msg);
+        free (it);
+    }
+    kn_outfiles_destroy (&self->outfiles);
+    json_decref (self->info);
+    json_decref (self->parent);
+    free (self->outdir);
+    free (self->input_value);
+    pthread_mutex_destroy (&self->lock);
+    pthread_cond_destroy (&self->cond);
+    free (self);
+    *self_p = NULL;
+}
+
+void
+kn_kernel_set_interp (kn_kernel_t *self, const kn_interp_t *interp)
+{
+    assert (self && interp);
+    self->interp = *interp;
+}
+
+void
+kn_kernel_set_flush (kn_kernel_t *self, void (*flush) (void *arg), void *arg)
+{
+    self->flush = flush;
+    self->flush_arg = arg;
+}
+
+void
+kn_kernel_flush (kn_kernel_t *self)
+{
+    if (self->flush)
+        self->flush (self->flush_arg);
+}
+
+const char *
+kn_kernel_session (const kn_kernel_t *self)
+{
+    return self->session;
+}
+
+//  ---------------------------------------------------------------------------
+//  Sending
+
+static void
+s_send (kn_kernel_t *self, kn_channel_t ch, const char *type, const json_t *parent,
+        json_t **content_p)
+{
+    kn_msg_t *msg = kn_msg_new (ch, type, parent, content_p, self->session);
+    if (kn_chan_send (self->chan, &msg) == -EPIPE)
+        kn_log (KN_LOG_DEBUG, "chan.closed", "msg_type=%s", type);
+}
+
+static void
+s_status (kn_kernel_t *self, const json_t *parent, const char *state)
+{
+    json_t *c = json_pack ("{s:s}", "execution_state", state);
+    s_send (self, KN_CH_IOPUB, "status", parent, &c);
+}
+
+//  "foo_request" -> "foo_reply" in out; false if type is not a request.
+static bool
+s_reply_type (const char *type, char *out, size_t cap)
+{
+    size_t n = strlen (type);
+    if (n <= 8 || strcmp (type + n - 8, "_request") != 0 || n + 1 > cap)
+        return false;
+    snprintf (out, cap, "%.*s_reply", (int) (n - 8), type);
+    return true;
+}
+
+static json_t *
+s_error_content (const char *ename, const char *evalue)
+{
+    return json_pack ("{s:s, s:s, s:s, s:[]}", "status", "error", "ename", ename,
+                      "evalue", evalue, "traceback");
+}
+
+static void
+s_reply (kn_kernel_t *self, const kn_msg_t *req, json_t **content_p)
+{
+    char rtype [256];
+    if (!s_reply_type (kn_msg_type (req), rtype, sizeof rtype)) {
+        json_decref (*content_p);
+        *content_p = NULL;
+        return;
+    }
+    s_send (self, kn_msg_channel (req), rtype, kn_msg_header (req), content_p);
+}
+
+void
+kn_kernel_publish (kn_kernel_t *self, const char *msg_type, json_t **content_p)
+{
+    assert (self && msg_type && content_p);
+    if (strcmp (msg_type, "stream") != 0)
+        kn_kernel_flush (self);     //  output first, then what follows it
+    pthread_mutex_lock (&self->lock);
+    kn_msg_t *msg = NULL;
+    if (!self->silent)
+        msg = kn_msg_new (KN_CH_IOPUB, msg_type, self->parent, content_p, self->session);
+    pthread_mutex_unlock (&self->lock);
+    json_decref (*content_p);
+    *content_p = NULL;
+    if (msg)
+        kn_chan_send (self->chan, &msg);
+}
+
+void
+kn_kernel_stream (void *arg, const char *name, const char *text, size_t len)
+{
+    kn_kernel_t *self = arg;
+    json_t *c = json_pack ("{s:s, s:s%}", "name", name, "text", text, len);
+    if (c)
+        kn_kernel_publish (self, "stream", &c);
+}
+
+//  ---------------------------------------------------------------------------
+//  stdin
+
+int
+kn_kernel_input_begin (kn_kernel_t *self, const char *prompt, bool password)
+{
+    pthread_mutex_lock (&self->lock);
+    free (self->input_value);
+    self->input_value = NULL;
+    self->input_waiting = true;
+    json_t *parent = json_incref (self->parent);
+    int closed = self->closed;
+    pthread_mutex_unlock (&self->lock);
+    if (!closed) {
+        json_t *c = json_pack ("{s:s, s:b}", "prompt", prompt, "password", password);
+        s_send (self, KN_CH_STDIN, "input_request", parent, &c);
+    }
+    json_decref (parent);
+    return closed ? -EPIPE : 0;
+}
+
+int
+kn_kernel_input_wait (kn_kernel_t *self, int timeout_ms, char **value)
+{
+    struct timespec until;
+    clock_gettime (CLOCK_REALTIME, &until);
+    until.tv_nsec += (long) timeout_ms * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    int rc = 0;
+    pthread_mutex_lock (&self->lock);
+    while (!self->input_value && !self->closed && rc == 0)
+        rc = pthread_cond_timedwait (&self->cond, &self->lock, &until);
+    if (self->input_value) {
+        *value = self->input_value;
+        self->input_value = NULL;
+        rc = 0;
+    }
+    else
+        rc = self->closed ? -EPIPE : -ETIMEDOUT;
+    pthread_mutex_unlock (&self->lock);
+    return rc;
+}
+
+void
+kn_kernel_input_end (kn_kernel_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    self->input_waiting = false;
+    free (self->input_value);
+    self->input_value = NULL;
+    pthread_mutex_unlock (&self->lock);
+}
+
+//  ---------------------------------------------------------------------------
+//  The cellvm channel's own messages
+
+static void
+s_send_hello (kn_kernel_t *self)
+{
+    json_t *li = json_object_get (self->info, "language_info");
+    json_t *c = json_pack ("{s:s, s:i, s:s, s:i, s:s, s:s, s:s, s:b, s:I, s:s?, s:s}",
+        "protocol", "cellvm-channel", "version", S_CHANNEL_VERSION, "role", "kernel",
+        "pid", (int) getpid (), "implementation", "cellvm-kernel",
+        "implementation_version", json_string_value (json_object_get (self->info,
+                                                     "implementation_version")),
+        "language_version", json_string_value (json_object_get (li, "version")),
+        "ipython", self->ipython,
+        "max_frame", (json_int_t) kn_chan_max_frame (self->chan),
+        "outdir", self->outdir, "session", self->session);
+    s_send (self, KN_CH_CELLVM, "hello", NULL, &c);
+}
+
+static void
+s_protocol_error (kn_kernel_t *self, const char *why, bool fatal)
+{
+    kn_log (fatal ? KN_LOG_ERROR : KN_LOG_WARN, "chan.bad_input",
+            "fatal=%s reason=\"%s\"", fatal ? "true" : "false", why);
+    json_t *c = json_pack ("{s:s, s:b}", "error", why, "fatal", fatal);
+    s_send (self, KN_CH_CELLVM, "protocol_error", NULL, &c);
+}
+
+static void
+s_on_cellvm (kn_kernel_t *self, const kn_msg_t *msg)
+{
+    json_t *c = kn_msg_content (msg);
+    if (strcmp (kn_msg_type (msg), "hello") != 0) {
+        s_protocol_error (self, "unknown cellvm message type", false);
+        return;
+    }
+    const char *proto = json_string_value (json_object_get (c, "protocol"));
+    json_t *ver = json_object_get (c, "version");
+    if (!proto || strcmp (proto, "cellvm-channel") != 0 || !json_is_integer (ver)
+    ||  json_integer_value (ver) != S_CHANNEL_VERSION) {
+        s_protocol_error (self, "driver hello: protocol must be cellvm-channel version 1", true);
+        _exit (3);
+    }
+    s_send_hello (self);
+}
+
+//  ---------------------------------------------------------------------------
+//  Control and stdin, on the reader thread
+
+static void
+s_shutdown (kn_kernel_t *self, const kn_msg_t *req)
+{
+    json_t *restart = json_object_get (kn_msg_content (req), "restart");
+    bool again = json_is_true (restart);
+    json_t *c = json_pack ("{s:s, s:b}", "status", "ok", "restart", again);
+    s_reply (self, req, &c);
+    s_status (self, kn_msg_header (req), "idle");
+    kn_kernel_flush (self);
+    c = json_pack ("{s:s, s:b, s:i}", "reason", "shutdown_request", "restart", again,
+                   "status", 0);
+    s_send (self, KN_CH_CELLVM, "exiting", NULL, &c);
+    kn_log (KN_LOG_INFO, "kernel.exit", "reason=shutdown_request restart=%s",
+            again ? "true" : "false");
+    //  Python may be mid-cell on the main thread: leave without finalising it.
+    _exit (0);
+}
+
+static void
+s_on_control (kn_kernel_t *self, const kn_msg_t *msg)
+{
+    const char *type = kn_msg_type (msg);
+    json_t *parent = kn_msg_header (msg);
+    json_t *c = NULL;
+    s_status (self, parent, "busy");
+    if (strcmp (type, "shutdown_request") == 0)
+        s_shutdown (self, msg);     //  does not return
+    if (strcmp (type, "interrupt_request") == 0) {
+        pthread_mutex_lock (&self->lock);
+        if (self->executing)
+            pthread_kill (self->main_thread, SIGINT);
+        pthread_mutex_unlock (&self->lock);
+        c = json_pack ("{s:s}", "status", "ok");
+    }
+    else if (strcmp (type, "kernel_info_request") == 0)
+        c = json_deep_copy (self->info);
+    else {
+        char why [300];
+        snprintf (why, sizeof why, "%s is not handled on the control channel", type);
+        c = s_error_content ("UnknownMessageType", why);
+        kn_log (KN_LOG_WARN, "control.unknown", "msg_type=\"%.100s\"", type);
+    }
+    s_reply (self, msg, &c);
+    s_status (self, parent, "idle");
+}
+
+static void
+s_on_stdin (kn_kernel_t *self, const kn_msg_t *msg)
+{
+    const char *value = json_string_value (json_object_get (kn_msg_content (msg), "value"));
+    pthread_mutex_lock (&self->lock);
+    bool take = self->input_waiting && value && strcmp (kn_msg_type (msg), "input_reply") == 0;
+    if (take) {
+        free (self->input_value);
+        self->input_value = strdup (value);
+        pthread_cond_broadcast (&self->cond);
+    }
+    pthread_mutex_unlock (&self->lock);
+    if (!take)
+        kn_log (KN_LOG_WARN, "stdin.drop", "reason=\"no input() is waiting for this reply\"");
+}
+
+static void
+s_enqueue (kn_kernel_t *self, kn_msg_t **msg_p)
+{
+    s_item_t *it = calloc (1, sizeof *it);
+    if (!it)
+        abort ();
+    it->msg = *msg_p;
+    *msg_p = NULL;
+    pthread_mutex_lock (&self->lock);
+    if (self->tail)
+        self->tail->next = it;
+    else
+        self->head = it;
+    self->tail = it;
+    pthread_cond_broadcast (&self->cond);
+    pthread_mutex_unlock (&self->lock);
+}
+
+static void *
+s_reader (void *arg)
+{
+    kn_kernel_t *self = arg;
+    while (1) {
+        kn_msg_t *msg = NULL;
+        char why [256] = "";
+        int rc = kn_chan_recv (self->chan, &msg, why, sizeof why);
+        if (rc == -EPROTO) {
+            s_protocol_error (self, why, true);
+            _exit (3);      //  the stream cannot be resynchronised
+        }
+        if (rc == -EPIPE)
+            break;
+        if (rc < 0) {
+            s_protocol_error (self, why, false);
+            continue;
+        }
+        switch (kn_msg_channel (msg)) {
+            case KN_CH_SHELL:   s_enqueue (self, &msg); break;
+            case KN_CH_CONTROL: s_on_control (self, msg); break;
+            case KN_CH_STDIN:   s_on_stdin (self, msg); break;
+            case KN_CH_CELLVM:  s_on_cellvm (self, msg); break;
+            default:            s_protocol_error (self, "the driver may not send on iopub", false);
+        }
+        kn_msg_destroy (&msg);
+    }
+    kn_log (KN_LOG_INFO, "chan.eof", "reason=\"the driver closed the channel\"");
+    pthread_mutex_lock (&self->lock);
+    self->closed = 1;
+    pthread_cond_broadcast (&self->cond);
+    pthread_mutex_unlock (&self->lock);
+    return NULL;
+}
+
+//  ---------------------------------------------------------------------------
+//  Shell, on the main thread
+
+//  stop_on_error: every execute_request already queued gets an error reply.
+static void
+s_abort_queued (kn_kernel_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    s_item_t *list = self->head, *keep = NULL, **kt = &keep, *tail = NULL;
+    self->head = self->tail = NULL;
+    pthread_mutex_unlock (&self->lock);
+    while (list) {
+        s_item_t *it = list;
+        list = it->next;
+        it->next = NULL;
+        if (strcmp (kn_msg_type (it->msg), "execute_request") != 0) {
+            *kt = tail = it;
+            kt = &it->next;
+            continue;
+        }
+        s_status (self, kn_msg_header (it->msg), "busy");
+        json_t *c = s_error_content ("ExecutionAborted", "Not run: an earlier cell raised "
+                                     "an error and stop_on_error is set. Fix it and run again.");
+        json_object_set_new (c, "execution_count", json_integer (self->last_count));
+        s_reply (self, it->msg, &c);
+        s_status (self, kn_msg_header (it->msg), "idle");
+        kn_msg_destroy (&it->msg);
+        free (it);
+    }
+    //  Put the survivors back in front of anything that arrived meanwhile.
+    pthread_mutex_lock (&self->lock);
+    if (keep) {
+        tail->next = self->head;
+        if (!self->head)
+            self->tail = tail;
+        self->head = keep;
+    }
+    pthread_mutex_unlock (&self->lock);
+}
+
+static void
+s_set_current (kn_kernel_t *self, const kn_msg_t *msg, bool silent, bool executing)
+{
+    pthread_mutex_lock (&self->lock);
+    json_decref (self->parent);
+    self->parent = msg ? json_incref (kn_msg_header (msg)) : NULL;
+    self->silent = silent;
+    self->executing = executing;
+    pthread_mutex_unlock (&self->lock);
+}
+
+//  Run an execute or other interpreter request; returns the reply content.
+static json_t *
+s_run_interp (kn_kernel_t *self, const kn_msg_t *msg, bool *abort_after)
+{
+    const char *type = kn_msg_type (msg);
+    json_t *content = kn_msg_content (msg);
+    bool exec = strcmp (type, "execute_request") == 0;
+    bool silent = exec && json_is_true (json_object_get (content, "silent"));
+    if (exec && self->outfiles)
+        kn_outfiles_snapshot (self->outfiles);
+    s_set_current (self, msg, silent, true);
+    json_t *reply = self->interp.handle (self->interp.ctx, type, content);
+    s_set_current (self, msg, silent, false);
+    if (self->interp.discard_interrupt)
+        self->interp.discard_interrupt (self->interp.ctx);
+    kn_kernel_flush (self);
+    if (!reply)
+        reply = s_error_content ("KernelError", "the interpreter gave no reply");
+    if (exec) {
+        json_t *count = json_object_get (reply, "execution_count");
+        if (json_is_integer (count))
+            self->last_count = json_integer_value (count);
+        bool failed = strcmp (json_string_value (json_object_get (reply, "status"))
+                              ? json_string_value (json_object_get (reply, "status")) : "", "ok");
+        json_t *soe = json_object_get (content, "stop_on_error");
+        *abort_after = failed && !silent && (!soe || json_is_true (soe));
+    }
+    if (exec && self->outfiles) {
+        bool truncated = false;
+        json_object_set_new (reply, "output_files",
+                             kn_outfiles_changes (self->outfiles, &truncated));
+        json_object_set_new (reply, "output_files_truncated", json_boolean (truncated));
+    }
+    return reply;
+}
+
+static void
+s_on_shell (kn_kernel_t *self, kn_msg_t *msg)
+{
+    const char *type = kn_msg_type (msg);
+    json_t *parent = kn_msg_header (msg);
+    bool abort_after = false;
+    json_t *reply = NULL;
+    s_set_current (self, msg, false, false);
+    s_status (self, parent, "busy");
+    if (strcmp (type, "kernel_info_request") == 0)
+        reply = json_deep_copy (self->info);
+    else if (strcmp (type, "shutdown_request") == 0)
+        s_shutdown (self, msg);     //  does not return
+    else if (strcmp (type, "comm_open") == 0) {
+        //  No comm targets are registered: close it, as ipykernel does.
+        json_t *c = json_pack ("{s:O?, s:{}}", "comm_id",
+                               json_object_get (kn_msg_content (msg), "comm_id"), "data");
+        kn_kernel_publish (self, "comm_close", &c);
+    }
+    else if (strncmp (type, "comm_", 5) != 0)
+        reply = s_run_interp (self, msg, &abort_after);
+    if (reply)
+        s_reply (self, msg, &reply);
+    s_status (self, parent, "idle");
+    s_set_current (self, NULL, false, false);
+    if (abort_after)
+        s_abort_queued (self);
+}
+
+int
+kn_kernel_run (kn_kernel_t *self)
+{
+    assert (self && self->interp.handle && self->interp.info);
+    self->main_thread = pthread_self ();
+    self->info = self->interp.info (self->interp.ctx);
+    if (!self->info)
+        return 1;
+    self->ipython = json_is_true (json_object_get (self->info, "ipython"));
+    json_object_del (self->info, "ipython");    //  not part of kernel_info_reply
+    sigset_t all, old;
+    sigfillset (&all);
+    pthread_sigmask (SIG_SETMASK, &all, &old);     //  interrupts are for this thread
+    int rc = pthread_create (&self->reader, NULL, s_reader, self);
+    pthread_sigmask (SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return 1;
+    s_send_hello (self);
+    kn_log (KN_LOG_INFO, "kernel.ready", "session=%s", self->session);
+    while (1) {
+        pthread_mutex_lock (&self->lock);
+        while (!self->head && !self->closed)
+            pthread_cond_wait (&self->cond, &self->lock);
+        s_item_t *it = self->head;
+        if (it && !(self->head = it->next))
+            self->tail = NULL;
+        pthread_mutex_unlock (&self->lock);
+        if (!it)
+            break;
+        s_on_shell (self, it->msg);
+        kn_msg_destroy (&it->msg);
+        free (it);
+    }
+    pthread_join (self->reader, NULL);
+    return 0;
+}

@@ -1,0 +1,311 @@
+/*  kn_py - the CPython interpreter behind the kernel's seam. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "kn_py.h"
+#include "kn_log.h"
+#include "kn_pysrc.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define S_INPUT_SLICE_MS 50     //  how often input() looks for an interrupt
+
+struct _kn_py_t {
+    kn_kernel_t *kernel;        //  borrowed
+    PyObject *shell;            //  cellvm_shell.Kernel instance
+    PyThreadState *saved;       //  the main thread state while idle
+};
+
+typedef struct {
+    kn_kernel_t *kernel;
+} s_modstate_t;
+
+//  ---------------------------------------------------------------------------
+//  _cellvm: the way from Python back into the C core
+
+static kn_kernel_t *
+s_kernel_of (PyObject *module)
+{
+    s_modstate_t *st = PyModule_GetState (module);
+    if (!st || !st->kernel)
+        PyErr_SetString (PyExc_RuntimeError, "_cellvm is not attached to a kernel");
+    return st ? st->kernel : NULL;
+}
+
+static PyObject *
+s_publish (PyObject *module, PyObject *args)
+{
+    const char *type, *text;
+    Py_ssize_t len;
+    kn_kernel_t *k = s_kernel_of (module);
+    if (!k || !PyArg_ParseTuple (args, "ss#", &type, &text, &len))
+        return NULL;
+    json_error_t jerr;
+    json_t *content = json_loadb (text, (size_t) len, 0, &jerr);
+    if (!json_is_object (content)) {
+        json_decref (content);
+        return PyErr_Format (PyExc_ValueError, "publish: content is not a JSON object: %s",
+                             jerr.text);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    kn_kernel_publish (k, type, &content);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+s_flush (PyObject *module, PyObject *args)
+{
+    (void) args;
+    kn_kernel_t *k = s_kernel_of (module);
+    if (!k)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    kn_kernel_flush (k);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+s_input (PyObject *module, PyObject *args)
+{
+    const char *prompt;
+    int password = 0;
+    kn_kernel_t *k = s_kernel_of (module);
+    if (!k || !PyArg_ParseTuple (args, "s|p", &prompt, &password))
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    kn_kernel_flush (k);
+    rc = kn_kernel_input_begin (k, prompt, password);
+    Py_END_ALLOW_THREADS
+    char *value = NULL;
+    while (rc == 0 && !value) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = kn_kernel_input_wait (k, S_INPUT_SLICE_MS, &value);
+        Py_END_ALLOW_THREADS
+        if (rc == -ETIMEDOUT)
+            rc = PyErr_CheckSignals () < 0 ? -EINTR : 0;
+    }
+    kn_kernel_input_end (k);
+    if (rc == -EINTR)
+        return NULL;    //  KeyboardInterrupt is set
+    if (rc < 0)
+        return PyErr_Format (PyExc_EOFError, "input(): the client went away");
+    PyObject *r = PyUnicode_DecodeUTF8 (value, (Py_ssize_t) strlen (value), "replace");
+    free (value);
+    return r;
+}
+
+static PyMethodDef s_methods [] = {
+    { "publish", s_publish, METH_VARARGS, "publish(msg_type, content_json) on iopub" },
+    { "flush", s_flush, METH_NOARGS, "emit captured stdout/stderr now" },
+    { "input", s_input, METH_VARARGS, "input(prompt, password) via an input_request" },
+    { NULL, NULL, 0, NULL }
+};
+
+static struct PyModuleDef s_module = {
+    PyModuleDef_HEAD_INIT, "_cellvm", "cellvm-kernel's C core", sizeof (s_modstate_t),
+    s_methods, NULL, NULL, NULL, NULL
+};
+
+static PyObject *
+s_init_module (void)
+{
+    return PyModule_Create (&s_module);
+}
+
+//  ---------------------------------------------------------------------------
+//  Start-up
+
+//  The reason an exception happened, as text, into err; clears it.
+static void
+s_error_text (char *err, size_t errlen)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch (&type, &value, &tb);
+    PyObject *s = value ? PyObject_Str (value) : NULL;
+    snprintf (err, errlen, "%s: %s", type ? ((PyTypeObject *) type)->tp_name : "error",
+              s && PyUnicode_Check (s) ? PyUnicode_AsUTF8 (s) : "?");
+    Py_XDECREF (s);
+    Py_XDECREF (type);
+    Py_XDECREF (value);
+    Py_XDECREF (tb);
+}
+
+static int
+s_start_python (void)
+{
+    PyConfig config;
+    //  Isolated: no PYTHON* variables or user site from whoever started us;
+    //  Debian's dist-packages still come in through site.
+    PyConfig_InitIsolatedConfig (&config);
+    config.site_import = 1;
+    config.user_site_directory = 0;
+    config.buffered_stdio = 0;          //  every write reaches fd 1/2 at once
+    config.install_signal_handlers = 1; //  SIGINT -> KeyboardInterrupt
+    config.write_bytecode = 0;
+    PyStatus st = PyConfig_SetString (&config, &config.program_name, L"/usr/bin/python3");
+    char *argv [] = { (char *) "cellvm-kernel" };
+    if (!PyStatus_Exception (st))
+        st = PyConfig_SetBytesArgv (&config, 1, argv);
+    if (!PyStatus_Exception (st))
+        st = Py_InitializeFromConfig (&config);
+    PyConfig_Clear (&config);
+    return PyStatus_Exception (st) ? -1 : 0;
+}
+
+static int
+s_load_shell (kn_py_t *self, char *err, size_t errlen)
+{
+    PyObject *mod = NULL, *code = NULL, *cls = NULL;
+    //  Jupyter kernels import from the working directory.
+    if (PyRun_SimpleString ("import sys; sys.path.insert(0, '')") < 0)
+        goto fail;
+    code = Py_CompileString (kn_pysrc_shell, "cellvm_shell.py", Py_file_input);
+    if (code)
+        mod = PyImport_ExecCodeModule ("cellvm_shell", code);
+    if (mod)
+        cls = PyObject_GetAttrString (mod, "Kernel");
+    if (cls)
+        self->shell = PyObject_CallNoArgs (cls);
+    if (!self->shell)
+        goto fail;
+    Py_DECREF (cls);
+    Py_DECREF (mod);
+    Py_DECREF (code);
+    return 0;
+fail:
+    s_error_text (err, errlen);
+    Py_XDECREF (cls);
+    Py_XDECREF (mod);
+    Py_XDECREF (code);
+    return -1;
+}
+
+kn_py_t *
+kn_py_new (kn_kernel_t *kernel, char *err, size_t errlen)
+{
+    assert (kernel);
+    kn_py_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    self->kernel = kernel;
+    PyImport_AppendInittab ("_cellvm", s_init_module);
+    if (s_start_python () < 0) {
+        snprintf (err, errlen, "cannot initialise Python 3.11");
+        free (self);
+        return NULL;
+    }
+    PyObject *m = PyImport_ImportModule ("_cellvm");
+    if (m) {
+        ((s_modstate_t *) PyModule_GetState (m))->kernel = kernel;
+        Py_DECREF (m);
+    }
+    if (!m || s_load_shell (self, err, errlen) < 0) {
+        if (!m)
+            s_error_text (err, errlen);
+        free (self);
+        return NULL;
+    }
+    self->saved = PyEval_SaveThread ();
+    return self;
+}
+
+void
+kn_py_destroy (kn_py_t **self_p)
+{
+    assert (self_p);
+    kn_py_t *self = *self_p;
+    if (!self)
+        return;
+    PyEval_RestoreThread (self->saved);
+    Py_XDECREF (self->shell);
+    //  No Py_FinalizeEx: user threads may still run; the process is ending.
+    free (self);
+    *self_p = NULL;
+}
+
+//  ---------------------------------------------------------------------------
+//  The seam
+
+//  A reply content for an exception that escaped cellvm_shell.
+static json_t *
+s_exception_reply (void)
+{
+    char text [1024];
+    int interrupted = PyErr_ExceptionMatches (PyExc_KeyboardInterrupt);
+    s_error_text (text, sizeof text);
+    return json_pack ("{s:s, s:s, s:s, s:[s]}", "status", "error",
+                      "ename", interrupted ? "KeyboardInterrupt" : "KernelError",
+                      "evalue", text, "traceback", text);
+}
+
+//  Call Kernel.<method>(*args) and parse the JSON it returns. GIL held.
+static json_t *
+s_call_json (kn_py_t *self, const char *method, const char *type, const char *arg)
+{
+    PyObject *r = type ? PyObject_CallMethod (self->shell, method, "ss", type, arg)
+                       : PyObject_CallMethod (self->shell, method, NULL);
+    if (!r)
+        return s_exception_reply ();
+    Py_ssize_t len = 0;
+    const char *text = PyUnicode_Check (r) ? PyUnicode_AsUTF8AndSize (r, &len) : NULL;
+    json_t *out = text ? json_loadb (text, (size_t) len, 0, NULL) : NULL;
+    Py_DECREF (r);
+    if (!text)
+        PyErr_Clear ();
+    if (!json_is_object (out)) {
+        json_decref (out);
+        out = json_pack ("{s:s, s:s, s:s, s:[]}", "status", "error", "ename", "KernelError",
+                         "evalue", "the Python side returned no JSON object", "traceback");
+    }
+    return out;
+}
+
+static json_t *
+s_handle (void *ctx, const char *msg_type, const json_t *content)
+{
+    kn_py_t *self = ctx;
+    char *text = json_dumps (content, JSON_COMPACT);
+    if (!text)
+        return NULL;
+    PyEval_RestoreThread (self->saved);
+    json_t *reply = s_call_json (self, "handle", msg_type, text);
+    self->saved = PyEval_SaveThread ();
+    free (text);
+    return reply;
+}
+
+static json_t *
+s_info (void *ctx)
+{
+    kn_py_t *self = ctx;
+    PyEval_RestoreThread (self->saved);
+    json_t *info = s_call_json (self, "info", NULL, NULL);
+    self->saved = PyEval_SaveThread ();
+    return info;
+}
+
+static void
+s_discard_interrupt (void *ctx)
+{
+    kn_py_t *self = ctx;
+    PyEval_RestoreThread (self->saved);
+    if (PyErr_CheckSignals () < 0)
+        PyErr_Clear ();
+    self->saved = PyEval_SaveThread ();
+}
+
+void
+kn_py_interp (kn_py_t *self, kn_interp_t *interp)
+{
+    assert (self && interp);
+    interp->ctx = self;
+    interp->handle = s_handle;
+    interp->info = s_info;
+    interp->discard_interrupt = s_discard_interrupt;
+}

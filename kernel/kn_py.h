@@ -1,0 +1,25 @@
+/*  kn_py - the CPython interpreter behind the kernel's kn_interp_t seam.
+ *
+ *  Initialises Debian's libpython3.11, registers the _cellvm builtin module
+ *  (publish, input, flush: the way back into the C core), loads the embedded
+ *  cellvm_shell module and creates its Kernel. The GIL is released whenever
+ *  the kernel is idle, so the user's own threads keep running.
+ */
+#ifndef KN_PY_H
+#define KN_PY_H
+
+#include "kn_kernel.h"
+
+#include <stddef.h>
+
+typedef struct _kn_py_t kn_py_t;
+
+//  Start Python on the calling (main) thread. kernel is borrowed. NULL on
+//  failure, with the reason in err.
+kn_py_t *kn_py_new (kn_kernel_t *kernel, char *err, size_t errlen);
+void kn_py_destroy (kn_py_t **self_p);
+
+//  Fill in the seam for kn_kernel_set_interp.
+void kn_py_interp (kn_py_t *self, kn_interp_t *interp);
+
+#endif

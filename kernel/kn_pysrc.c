@@ -1,0 +1,14 @@
+/*  kn_pysrc - the Python half of the kernel, embedded in the binary so the
+ *  guest needs one file. The Makefile rebuilds this when kernel/py changes.
+ */
+#include "kn_pysrc.h"
+
+__asm__ (
+    ".section .rodata\n"
+    ".global kn_pysrc_shell\n"
+    ".type kn_pysrc_shell, @object\n"
+    "kn_pysrc_shell:\n"
+    ".incbin \"kernel/py/cellvm_shell.py\"\n"
+    ".byte 0\n"
+    ".previous\n"
+);

@@ -1,0 +1,7 @@
+/*  kn_pysrc - embedded Python sources (NUL-terminated). */
+#ifndef KN_PYSRC_H
+#define KN_PYSRC_H
+
+extern const char kn_pysrc_shell [];
+
+#endif

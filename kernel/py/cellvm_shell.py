@@ -1,0 +1,571 @@
+"""cellvm_shell - the Python half of cellvm-kernel.
+
+C owns the protocol, threads, I/O capture, signals and output files; this
+module owns Python semantics. The C side calls Kernel.handle(msg_type,
+content_json) on the main thread and gets the reply content as JSON. Everything
+published on iopub goes through _cellvm.publish(), which flushes captured
+output first so streams always precede displays, errors and replies.
+
+With IPython importable, an InteractiveShell gives displayhook formatting,
+magics, completion, inspection, history and is_complete, as in ipykernel.
+Without it (or with CELLVM_NO_IPYTHON=1) a plain fallback runs cells; see
+docs/kernel.md for what it covers.
+"""
+import ast
+import base64
+import builtins
+import json
+import math
+import os
+import sys
+import traceback
+
+import _cellvm
+
+IMPLEMENTATION_VERSION = "0.1.0"
+
+
+# ----------------------------------------------------------------------------
+#  JSON helpers: iopub content must be strict JSON (no NaN, no bytes).
+
+def _clean(obj):
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(obj)).decode("ascii")
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return repr(obj)
+
+
+def _dumps(obj):
+    return json.dumps(_clean(obj), allow_nan=False, ensure_ascii=False)
+
+
+def publish(msg_type, content):
+    _cellvm.publish(msg_type, _dumps(content))
+
+
+def _flush_std():
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except Exception:
+            pass
+
+
+# ----------------------------------------------------------------------------
+#  stdin: input() and getpass() become input_request on the stdin channel.
+
+class StdinNotImplementedError(RuntimeError):
+    """input() was called but the client does not accept input requests."""
+
+
+def _stdin_error_class():
+    try:
+        from IPython.core.error import StdinNotImplementedError as E
+        return E
+    except Exception:
+        return StdinNotImplementedError
+
+
+def _make_input(allow_stdin, password):
+    def ask(prompt=""):
+        if not allow_stdin:
+            raise _stdin_error_class()(
+                "input() is not available: this client does not send input replies "
+                "(allow_stdin is false). Pass the value in the code instead.")
+        _flush_std()
+        value = _cellvm.input(str(prompt), password)
+        if value == "\x04":
+            raise EOFError("EOF when reading a line")
+        return value
+
+    def getpass(prompt="Password: ", stream=None):
+        return ask(prompt)
+
+    return getpass if password else ask
+
+
+class _StdinHooks:
+    """Swap input()/getpass() for the duration of one execute request."""
+
+    def __init__(self, allow_stdin):
+        self.allow = allow_stdin
+
+    def __enter__(self):
+        import getpass as gp
+        self.saved = (builtins.input, gp.getpass)
+        builtins.input = _make_input(self.allow, False)
+        gp.getpass = _make_input(self.allow, True)
+
+    def __exit__(self, *exc):
+        import getpass as gp
+        builtins.input, gp.getpass = self.saved
+
+
+# ----------------------------------------------------------------------------
+#  The IPython-backed shell.
+
+def _make_ipython_shell():
+    from traitlets import Type
+    from traitlets.config import Config
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.displayhook import DisplayHook
+    from IPython.core.displaypub import DisplayPublisher
+    from IPython.core import page, payloadpage
+
+    class CellvmDisplayHook(DisplayHook):
+        def start_displayhook(self):
+            self.msg = {"execution_count": self.prompt_count, "data": {}, "metadata": {}}
+
+        def write_output_prompt(self):
+            pass
+
+        def write_format_data(self, format_dict, md_dict=None):
+            self.msg["data"] = format_dict
+            self.msg["metadata"] = md_dict or {}
+
+        def finish_displayhook(self):
+            _flush_std()
+            if self.msg and self.msg["data"]:
+                publish("execute_result", self.msg)
+            self.msg = None
+
+    class CellvmDisplayPublisher(DisplayPublisher):
+        def publish(self, data, metadata=None, source=None, *, transient=None,
+                    update=False, **kwargs):
+            _flush_std()
+            content = {"data": data, "metadata": metadata or {}, "transient": transient or {}}
+            publish("update_display_data" if update else "display_data", content)
+
+        def clear_output(self, wait=False):
+            _flush_std()
+            publish("clear_output", {"wait": bool(wait)})
+
+    class CellvmShell(InteractiveShell):
+        displayhook_class = Type(CellvmDisplayHook)
+        display_pub_class = Type(CellvmDisplayPublisher)
+        last_error = None
+
+        def init_io(self):
+            pass
+
+        def _showtraceback(self, etype, evalue, stb):
+            _flush_std()
+            name = getattr(etype, "__name__", str(etype))
+            self.last_error = {"ename": name, "evalue": str(evalue), "traceback": list(stb)}
+            publish("error", self.last_error)
+
+        def ask_exit(self):
+            self.exit_now = True
+            self.payload_manager.write_payload({"source": "ask_exit", "keepkernel": False})
+
+        def enable_gui(self, gui=None):
+            pass
+
+    cfg = Config()
+    cfg.HistoryManager.hist_file = ":memory:"
+    cfg.InteractiveShell.colors = "Linux"
+    cfg.InteractiveShell.xmode = "Context"
+    shell = CellvmShell.instance(config=cfg)
+    shell.set_hook("show_in_pager", page.as_hook(payloadpage.page), 99)
+    return shell
+
+
+class IPythonBackend:
+    """Semantics from IPython's InteractiveShell, as ipykernel does it."""
+
+    name = "ipython"
+
+    def __init__(self):
+        self.shell = _make_ipython_shell()
+        import IPython
+        self.banner = "Python %s\nIPython %s (cellvm-kernel)" % (
+            sys.version.split("\n")[0], IPython.__version__)
+
+    def execute(self, code, silent, store_history, user_expressions, allow_stdin):
+        shell = self.shell
+        count = shell.execution_count
+        if not silent:
+            publish("execute_input", {"code": code, "execution_count": count})
+        shell.last_error = None
+        with _StdinHooks(allow_stdin):
+            result = shell.run_cell(code, store_history=store_history, silent=silent)
+        reply = {"execution_count": shell.execution_count - 1, "payload": [],
+                 "user_expressions": {}}
+        err = result.error_before_exec or result.error_in_exec
+        if err is not None:
+            e = shell.last_error or {"ename": type(err).__name__, "evalue": str(err),
+                                      "traceback": []}
+            reply.update(status="error", **e)
+        else:
+            reply["status"] = "ok"
+            reply["user_expressions"] = shell.user_expressions(user_expressions or {})
+        reply["payload"] = shell.payload_manager.read_payload()
+        shell.payload_manager.clear_payload()
+        return reply
+
+    def complete(self, code, cursor_pos):
+        from IPython.core.completer import provisionalcompleter
+        shell = self.shell
+        with provisionalcompleter():
+            comps = list(shell.Completer.completions(code, cursor_pos))
+        if not comps:
+            return {"matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos,
+                    "metadata": {}, "status": "ok"}
+        start = min(c.start for c in comps)
+        end = max(c.end for c in comps)
+        matches, types = [], []
+        for c in comps:
+            text = code[start:c.start] + c.text + code[c.end:end]
+            if text not in matches:
+                matches.append(text)
+                types.append({"start": start, "end": end, "text": text, "type": c.type,
+                              "signature": c.signature})
+        return {"matches": matches, "cursor_start": start, "cursor_end": end,
+                "metadata": {"_jupyter_types_experimental": types}, "status": "ok"}
+
+    def inspect(self, code, cursor_pos, detail_level):
+        from IPython.utils.tokenutil import token_at_cursor
+        name = token_at_cursor(code, cursor_pos)
+        reply = {"status": "ok", "data": {}, "metadata": {}, "found": False}
+        try:
+            bundle = self.shell.object_inspect_mime(name, detail_level=detail_level)
+            if not self.shell.enable_html_pager:
+                bundle.pop("text/html", None)
+            reply["data"] = bundle
+            reply["found"] = True
+        except KeyError:
+            pass
+        return reply
+
+    def is_complete(self, code):
+        status, indent = self.shell.input_transformer_manager.check_complete(code)
+        reply = {"status": status}
+        if status == "incomplete":
+            reply["indent"] = " " * (indent or 0)
+        return reply
+
+    def history(self, c):
+        hm = self.shell.history_manager
+        kind = c.get("hist_access_type", "tail")
+        raw, output = bool(c.get("raw", True)), bool(c.get("output", False))
+        if kind == "tail":
+            hist = hm.get_tail(int(c.get("n", 10)), raw=raw, output=output, include_latest=True)
+        elif kind == "range":
+            hist = hm.get_range(int(c.get("session", 0)), int(c.get("start", 1)),
+                                c.get("stop"), raw=raw, output=output)
+        elif kind == "search":
+            hist = hm.search(c.get("pattern", "*"), raw=raw, output=output,
+                             n=c.get("n"), unique=bool(c.get("unique", False)))
+        else:
+            hist = []
+        return {"status": "ok", "history": [list(h) for h in hist]}
+
+
+# ----------------------------------------------------------------------------
+#  The fallback: plain CPython, no IPython.
+
+class _FallbackDisplayHook:
+    def __init__(self, backend):
+        self.backend = backend
+
+    def __call__(self, value):
+        if value is None:
+            return
+        builtins._ = value
+        _flush_std()
+        publish("execute_result", {"execution_count": self.backend.count,
+                                   "data": mimebundle(value), "metadata": {}})
+
+
+_REPR_METHODS = (("text/html", "_repr_html_"), ("text/markdown", "_repr_markdown_"),
+                 ("image/svg+xml", "_repr_svg_"), ("image/png", "_repr_png_"),
+                 ("image/jpeg", "_repr_jpeg_"), ("text/latex", "_repr_latex_"),
+                 ("application/json", "_repr_json_"), ("application/javascript", "_repr_javascript_"))
+
+
+def mimebundle(obj):
+    """Rich representation without IPython: _repr_mimebundle_ and _repr_*_."""
+    data = {}
+    meth = getattr(obj, "_repr_mimebundle_", None)
+    if callable(meth):
+        try:
+            got = meth(include=None, exclude=None)
+            data.update(got[0] if isinstance(got, tuple) else got or {})
+        except Exception:
+            pass
+    for mime, name in _REPR_METHODS:
+        meth = getattr(obj, name, None)
+        if mime not in data and callable(meth) and not isinstance(obj, type):
+            try:
+                val = meth()
+            except Exception:
+                val = None
+            if isinstance(val, tuple):
+                val = val[0]
+            if val is not None:
+                data[mime] = val
+    data.setdefault("text/plain", repr(obj))
+    return data
+
+
+def display(*objs, display_id=None, update=False, raw=False, **kw):
+    """display() for the fallback shell, enough for data_display tests."""
+    if display_id is True:
+        import uuid
+        display_id = uuid.uuid4().hex
+    transient = {"display_id": display_id} if display_id else {}
+    for obj in objs:
+        data = obj if raw else mimebundle(obj)
+        _flush_std()
+        publish("update_display_data" if update else "display_data",
+                {"data": data, "metadata": {}, "transient": transient})
+    return display_id
+
+
+class FallbackBackend:
+    name = "plain"
+
+    def __init__(self):
+        import __main__
+        self.ns = __main__.__dict__
+        self.ns.setdefault("__builtins__", builtins)
+        self.ns["display"] = display
+        self.count = 1
+        self.history_log = []
+        self.banner = "Python %s (cellvm-kernel, no IPython)" % sys.version.split("\n")[0]
+
+    def _run(self, code, silent):
+        tree = ast.parse(code, filename="<cell-%d>" % self.count, mode="exec")
+        last = None
+        if not silent and tree.body and isinstance(tree.body[-1], ast.Expr) \
+                and not code.rstrip().endswith(";"):
+            last = ast.Interactive([tree.body.pop()])
+        fname = "<cell-%d>" % self.count
+        import linecache
+        linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
+        exec(compile(tree, fname, "exec"), self.ns)
+        if last is not None:
+            hook, sys.displayhook = sys.displayhook, _FallbackDisplayHook(self)
+            try:
+                exec(compile(last, fname, "single"), self.ns)
+            finally:
+                sys.displayhook = hook
+
+    def execute(self, code, silent, store_history, user_expressions, allow_stdin):
+        if not silent:
+            publish("execute_input", {"code": code, "execution_count": self.count})
+        reply = {"payload": [], "user_expressions": {}}
+        try:
+            with _StdinHooks(allow_stdin):
+                self._run(code, silent)
+            reply["status"] = "ok"
+        except BaseException as e:  # noqa: B902 - user code may raise anything
+            tb = e.__traceback__.tb_next if e.__traceback__ else None
+            lines = traceback.format_exception(type(e), e, tb)
+            err = {"ename": type(e).__name__, "evalue": str(e),
+                   "traceback": [ln.rstrip("\n") for ln in lines]}
+            _flush_std()
+            if not silent:
+                publish("error", err)
+            reply.update(status="error", **err)
+        if reply["status"] == "ok":
+            reply["user_expressions"] = self._user_expressions(user_expressions or {})
+        if store_history and not silent:
+            self.history_log.append(code)
+            self.count += 1
+        reply["execution_count"] = self.count - 1
+        return reply
+
+    def _user_expressions(self, exprs):
+        out = {}
+        for name, expr in exprs.items():
+            try:
+                out[name] = {"status": "ok", "data": mimebundle(eval(expr, self.ns)),
+                             "metadata": {}}
+            except Exception as e:
+                out[name] = {"status": "error", "ename": type(e).__name__,
+                             "evalue": str(e), "traceback": []}
+        return out
+
+    def complete(self, code, cursor_pos):
+        import re
+        import rlcompleter
+        m = re.search(r"[\w.]*$", code[:cursor_pos])
+        token = m.group(0) if m else ""
+        comp = rlcompleter.Completer(self.ns)
+        matches, i = [], 0
+        while True:
+            s = comp.complete(token, i)
+            if s is None or i > 1000:
+                break
+            s = s.rstrip("(")
+            if s not in matches:
+                matches.append(s)
+            i += 1
+        return {"matches": matches, "cursor_start": cursor_pos - len(token),
+                "cursor_end": cursor_pos, "metadata": {}, "status": "ok"}
+
+    def inspect(self, code, cursor_pos, detail_level):
+        import re
+        import pydoc
+        left = re.search(r"[\w.]*$", code[:cursor_pos]).group(0)
+        right = re.match(r"[\w]*", code[cursor_pos:]).group(0)
+        name = (left + right).strip(".")
+        try:
+            obj = eval(name, self.ns) if name else None
+        except Exception:
+            obj = None
+        if obj is None:
+            return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+        text = pydoc.plain(pydoc.render_doc(obj, title="%s"))
+        return {"status": "ok", "found": True, "data": {"text/plain": text}, "metadata": {}}
+
+    def is_complete(self, code):
+        import codeop
+        try:
+            ok = codeop.compile_command(code, "<cell>", "exec")
+        except (SyntaxError, OverflowError, ValueError):
+            return {"status": "invalid"}
+        if ok is None or (code.rstrip("\n").split("\n")[-1].startswith((" ", "\t"))
+                          and not code.endswith("\n\n")):
+            return {"status": "incomplete", "indent": "    "}
+        return {"status": "complete"}
+
+    def history(self, c):
+        items = [(0, i + 1, code) for i, code in enumerate(self.history_log)]
+        if c.get("hist_access_type", "tail") == "tail":
+            items = items[-int(c.get("n", 10)):]
+        elif c.get("hist_access_type") == "search":
+            import fnmatch
+            pat = c.get("pattern", "*")
+            items = [h for h in items if fnmatch.fnmatch(h[2], pat)]
+        if c.get("output"):
+            items = [(s, n, (code, None)) for s, n, code in items]
+        return {"status": "ok", "history": [list(h) for h in items]}
+
+
+# ----------------------------------------------------------------------------
+#  Matplotlib: figures a cell creates are shown without show().
+
+def _setup_matplotlib(ipython):
+    if "MPLBACKEND" in os.environ:
+        return
+    import importlib.util
+    # find_spec, not import: importing matplotlib_inline imports pyplot, which
+    # would fix the backend before MPLBACKEND is set (and cost start-up time).
+    if ipython and importlib.util.find_spec("matplotlib_inline") is not None:
+        os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+        return
+    os.environ["MPLBACKEND"] = "Agg"
+
+
+def _flush_figures_plain():
+    """Without IPython: show every open pyplot figure as image/png, then close it."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    import io
+    for num in plt.get_fignums():
+        fig = plt.figure(num)
+        if not fig.axes and not fig.artists:
+            continue
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", bbox_inches="tight")
+        display_data = {"image/png": buf.getvalue(), "text/plain": repr(fig)}
+        _flush_std()
+        publish("display_data", {"data": display_data, "metadata": {}, "transient": {}})
+    plt.close("all")
+
+
+# ----------------------------------------------------------------------------
+#  The object C talks to.
+
+class Kernel:
+    def __init__(self):
+        want_ipython = os.environ.get("CELLVM_NO_IPYTHON", "") in ("", "0")
+        self.backend = None
+        if want_ipython:
+            try:
+                _setup_matplotlib(True)
+                self.backend = IPythonBackend()
+            except ImportError:
+                self.backend = None
+        if self.backend is None:
+            _setup_matplotlib(False)
+            self.backend = FallbackBackend()
+        self.ipython = self.backend.name == "ipython"
+
+    def info(self):
+        """kernel_info_reply content, computed once at start-up by C."""
+        v = sys.version_info
+        return _dumps({
+            "status": "ok", "protocol_version": "5.3",
+            "implementation": "cellvm-kernel",
+            "implementation_version": IMPLEMENTATION_VERSION,
+            "language_info": {
+                "name": "python", "version": "%d.%d.%d" % (v.major, v.minor, v.micro),
+                "mimetype": "text/x-python", "file_extension": ".py",
+                "pygments_lexer": "ipython3" if self.ipython else "python3",
+                "codemirror_mode": {"name": "ipython" if self.ipython else "python",
+                                    "version": 3},
+                "nbconvert_exporter": "python"},
+            "banner": self.backend.banner,
+            "help_links": [{"text": "Python Reference", "url": "https://docs.python.org/3/"}],
+            "debugger": False,
+            "ipython": self.ipython,
+        })
+
+    def handle(self, msg_type, content_json):
+        c = json.loads(content_json)
+        fn = getattr(self, "do_" + msg_type, None)
+        if fn is None:
+            return _dumps({"status": "error", "ename": "UnknownMessageType",
+                           "evalue": "cellvm-kernel does not handle %r" % msg_type,
+                           "traceback": []})
+        try:
+            return _dumps(fn(c))
+        except Exception as e:  # the kernel's own fault: answer, do not die
+            return _dumps({"status": "error", "ename": type(e).__name__, "evalue": str(e),
+                           "traceback": traceback.format_exc().splitlines()})
+
+    def do_execute_request(self, c):
+        code = c.get("code", "")
+        if not isinstance(code, str):
+            raise TypeError("execute_request content.code must be a string")
+        silent = bool(c.get("silent", False))
+        store = bool(c.get("store_history", not silent)) and not silent
+        exprs = c.get("user_expressions") or {}
+        if not isinstance(exprs, dict):
+            exprs = {}
+        reply = self.backend.execute(code, silent, store, exprs, bool(c.get("allow_stdin", True)))
+        if not self.ipython and not silent:
+            _flush_figures_plain()
+        return reply
+
+    def do_complete_request(self, c):
+        code = c.get("code", "")
+        pos = c.get("cursor_pos")
+        pos = len(code) if pos is None else max(0, min(int(pos), len(code)))
+        return self.backend.complete(code, pos)
+
+    def do_inspect_request(self, c):
+        code = c.get("code", "")
+        pos = c.get("cursor_pos")
+        pos = len(code) if pos is None else max(0, min(int(pos), len(code)))
+        return self.backend.inspect(code, pos, int(c.get("detail_level", 0) or 0))
+
+    def do_is_complete_request(self, c):
+        return self.backend.is_complete(c.get("code", ""))
+
+    def do_history_request(self, c):
+        return self.backend.history(c)
+
+    def do_comm_info_request(self, c):
+        return {"status": "ok", "comms": {}}

@@ -1,0 +1,35 @@
+/*  fuzz_gw_conn - gw_conn_load on arbitrary connection file contents.
+
+    The bytes go to a memfd and are loaded through /proc/self/fd, so no file
+    is written per run. Every failure must explain itself.
+*/
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "gw_conn.h"
+
+int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+{
+    int fd = memfd_create ("conn", 0);
+    if (fd < 0)
+        return 0;
+    if (write (fd, data, size) == (ssize_t) size) {
+        char path [64], err [256], endpoint [600];
+        snprintf (path, sizeof path, "/proc/self/fd/%d", fd);
+        gw_conn_t *conn = gw_conn_load (path, err, sizeof err);
+        if (!conn && !err [0])
+            abort ();
+        for (int i = 0; conn && i < GW_PORT_COUNT; i++)
+            if (gw_conn_endpoint (conn, (gw_port_t) i, endpoint, sizeof endpoint) != 0)
+                abort ();                       //  a loaded file always has endpoints
+        gw_conn_destroy (&conn);
+    }
+    close (fd);
+    return 0;
+}
