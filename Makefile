@@ -100,7 +100,7 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(KN_SRC) $(GW_SRC) | $(DEPS_STAMP)
 	  $(PY_CFLAGS) -o $@ $< $(filter %kn_frame.c %kn_msg.c,$(KN_SRC)) \
 	  $(filter-out kernel/%,$(GW_SRC)) $(GW_LIBS) -ljansson
 fuzz: $(FUZZ_TARGETS)
-	@set -e; for f in $^; do echo "== $$f for $(FUZZ_TIME)s"; mkdir -p build/fuzz/corpus-$$(basename $$f); \
+	@set -e -o pipefail; for f in $^; do echo "== $$f for $(FUZZ_TIME)s"; mkdir -p build/fuzz/corpus-$$(basename $$f); \
 	  $$f -max_total_time=$(FUZZ_TIME) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus-$$(basename $$f) tests/fuzz/seeds/$$(basename $$f) 2>&1 | tail -n 3; done
 
 bench: all
@@ -118,4 +118,4 @@ install: all
 clean:
 	rm -rf build/obj build/san build/tests build/fuzz build/share build/cellvm-*
 
--include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(B)/obj $(B)/tests -name '*.d' 2>/dev/null)

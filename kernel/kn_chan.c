@@ -5,6 +5,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@ struct _kn_chan_t {
     uint8_t rbuf [S_RBUF];      //  bytes read but not yet fed
     size_t rpos, rlen;
     kn_msg_t *pending;          //  JSON seen, waiting for its buffers
+    int device;                 //  0 bytes read = host not connected
 };
 
 kn_chan_t *
@@ -49,6 +51,25 @@ kn_chan_destroy (kn_chan_t **self_p)
     pthread_mutex_destroy (&self->wlock);
     free (self);
     *self_p = NULL;
+}
+
+void
+kn_chan_set_device_mode (kn_chan_t *self, int on)
+{
+    self->device = on;
+}
+
+//  The host went away: whatever it was sending is lost; start clean.
+static void
+s_wait_for_host (kn_chan_t *self)
+{
+    kn_frame_dec_destroy (&self->dec);
+    self->dec = kn_frame_dec_new (self->max_frame);
+    kn_msg_destroy (&self->pending);
+    struct pollfd p = { self->fd, POLLIN, 0 };
+    poll (&p, 1, 20);   //  POLLHUP while disconnected: sleep a little anyway
+    if (p.revents & POLLHUP)
+        usleep (20 * 1000);
 }
 
 uint32_t
@@ -136,6 +157,10 @@ s_next_frame (kn_chan_t *self, uint8_t **frame, size_t *len)
             ssize_t n = read (self->fd, self->rbuf, sizeof self->rbuf);
             if (n < 0 && errno == EINTR)
                 continue;
+            if (n == 0 && self->device) {
+                s_wait_for_host (self);
+                continue;
+            }
             if (n <= 0)
                 return -EPIPE;
             self->rpos = 0;

@@ -26,4 +26,9 @@ int kn_chan_recv (kn_chan_t *self, kn_msg_t **msg_p, char *err, size_t errlen);
 
 uint32_t kn_chan_max_frame (const kn_chan_t *self);
 
+//  A virtio-serial port reads 0 bytes while no host is connected: in device
+//  mode that is not end of stream. The kernel drops any partial frame and
+//  waits for the host to (re)connect and say hello.
+void kn_chan_set_device_mode (kn_chan_t *self, int on);
+
 #endif

@@ -274,9 +274,12 @@ s_protocol_error (kn_kernel_t *self, const char *why, bool fatal)
     s_send (self, KN_CH_CELLVM, "protocol_error", NULL, &c);
 }
 
+static void s_enqueue (kn_kernel_t *self, kn_msg_t **msg_p);
+
 static void
-s_on_cellvm (kn_kernel_t *self, const kn_msg_t *msg)
+s_on_cellvm (kn_kernel_t *self, kn_msg_t **msg_p)
 {
+    const kn_msg_t *msg = *msg_p;
     json_t *c = kn_msg_content (msg);
     if (strcmp (kn_msg_type (msg), "hello") != 0) {
         s_protocol_error (self, "unknown cellvm message type", false);
@@ -290,6 +293,10 @@ s_on_cellvm (kn_kernel_t *self, const kn_msg_t *msg)
         _exit (3);
     }
     s_send_hello (self);
+    //  After a snapshot restore the driver sends fresh entropy: reseed Python
+    //  on the main thread before any request queued behind this hello.
+    if (json_is_string (json_object_get (c, "entropy")))
+        s_enqueue (self, msg_p);
 }
 
 //  ---------------------------------------------------------------------------
@@ -397,7 +404,7 @@ s_reader (void *arg)
             case KN_CH_SHELL:   s_enqueue (self, &msg); break;
             case KN_CH_CONTROL: s_on_control (self, msg); break;
             case KN_CH_STDIN:   s_on_stdin (self, msg); break;
-            case KN_CH_CELLVM:  s_on_cellvm (self, msg); break;
+            case KN_CH_CELLVM:  s_on_cellvm (self, &msg); break;
             default:            s_protocol_error (self, "the driver may not send on iopub", false);
         }
         kn_msg_destroy (&msg);
@@ -497,9 +504,25 @@ s_run_interp (kn_kernel_t *self, const kn_msg_t *msg, bool *abort_after)
     return reply;
 }
 
+//  A driver hello carrying entropy, queued by the reader: no busy/idle.
+static void
+s_reseed (kn_kernel_t *self, kn_msg_t *msg)
+{
+    json_t *r = self->interp.handle (self->interp.ctx, "cellvm_reseed_request",
+                                     kn_msg_content (msg));
+    const char *st = json_string_value (json_object_get (r, "status"));
+    kn_log (st && !strcmp (st, "ok") ? KN_LOG_INFO : KN_LOG_ERROR, "kernel.reseed",
+            "status=%s", st ? st : "?");
+    json_decref (r);
+}
+
 static void
 s_on_shell (kn_kernel_t *self, kn_msg_t *msg)
 {
+    if (kn_msg_channel (msg) == KN_CH_CELLVM) {
+        s_reseed (self, msg);
+        return;
+    }
     const char *type = kn_msg_type (msg);
     json_t *parent = kn_msg_header (msg);
     bool abort_after = false;

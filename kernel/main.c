@@ -124,6 +124,7 @@ main (int argc, char **argv)
     //  realpath needs the directory: kn_kernel_new creates it first.
     setenv ("CELLVM_OUTDIR", a.outdir, 1);
     kn_chan_t *chan = kn_chan_new (fd, a.max_frame);
+    kn_chan_set_device_mode (chan, a.device != NULL);
     kn_kernel_config_t cfg = { a.outdir, KN_VERSION };
     kn_kernel_t *kernel = kn_kernel_new (chan, &cfg);
     kn_capture_t *capture = kernel ? kn_capture_new (kn_kernel_stream, kernel) : NULL;

@@ -1,0 +1,109 @@
+/*  test_kn_frame - the channel's length-prefix codec. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kn_frame.h"
+
+static void
+test_kn_frame_roundtrip_byte_by_byte (void **state)
+{
+    (void) state;
+    uint8_t wire [4 + 5];
+    assert_int_equal (kn_frame_encode_header (wire, 5, 100), 0);
+    memcpy (wire + 4, "hello", 5);
+    kn_frame_dec_t *dec = kn_frame_dec_new (100);
+    for (size_t i = 0; i < sizeof wire; i++) {
+        assert_false (kn_frame_dec_ready (dec));
+        assert_int_equal (kn_frame_dec_feed (dec, wire + i, 1), 1);
+    }
+    assert_true (kn_frame_dec_ready (dec));
+    size_t len = 0;
+    uint8_t *body = kn_frame_dec_take (dec, &len);
+    assert_int_equal (len, 5);
+    assert_memory_equal (body, "hello", 5);
+    assert_int_equal (body [5], 0);     //  NUL-terminated for JSON parsers
+    free (body);
+    assert_false (kn_frame_dec_ready (dec));
+    kn_frame_dec_destroy (&dec);
+    assert_null (dec);
+}
+
+static void
+test_kn_frame_stops_after_each_frame (void **state)
+{
+    (void) state;
+    uint8_t wire [] = { 0, 0, 0, 1, 'a', 0, 0, 0, 2, 'b', 'c' };
+    kn_frame_dec_t *dec = kn_frame_dec_new (100);
+    long used = kn_frame_dec_feed (dec, wire, sizeof wire);
+    assert_int_equal (used, 5);
+    size_t len;
+    uint8_t *a = kn_frame_dec_take (dec, &len);
+    assert_int_equal (len, 1);
+    assert_int_equal (a [0], 'a');
+    free (a);
+    assert_int_equal (kn_frame_dec_feed (dec, wire + used, sizeof wire - (size_t) used), 6);
+    uint8_t *b = kn_frame_dec_take (dec, &len);
+    assert_int_equal (len, 2);
+    assert_memory_equal (b, "bc", 2);
+    free (b);
+    kn_frame_dec_destroy (&dec);
+}
+
+static void
+test_kn_frame_rejects_zero_length (void **state)
+{
+    (void) state;
+    uint8_t wire [] = { 0, 0, 0, 0, 'x' };
+    kn_frame_dec_t *dec = kn_frame_dec_new (100);
+    assert_int_equal (kn_frame_dec_feed (dec, wire, sizeof wire), -EPROTO);
+    assert_int_equal (kn_frame_dec_bad_length (dec), 0);
+    //  Dead for good: no resynchronising on a broken stream.
+    assert_int_equal (kn_frame_dec_feed (dec, wire, 1), -EPROTO);
+    kn_frame_dec_destroy (&dec);
+}
+
+static void
+test_kn_frame_rejects_oversize_before_allocating (void **state)
+{
+    (void) state;
+    uint8_t wire [] = { 0xff, 0xff, 0xff, 0xff };
+    kn_frame_dec_t *dec = kn_frame_dec_new (1024);
+    assert_int_equal (kn_frame_dec_feed (dec, wire, sizeof wire), -EPROTO);
+    assert_int_equal (kn_frame_dec_bad_length (dec), 0xffffffffu);
+    kn_frame_dec_destroy (&dec);
+    dec = kn_frame_dec_new (1024);
+    uint8_t edge [] = { 0, 0, 4, 1 };   //  1025: one past the limit
+    assert_int_equal (kn_frame_dec_feed (dec, edge, sizeof edge), -EPROTO);
+    kn_frame_dec_destroy (&dec);
+}
+
+static void
+test_kn_frame_encode_checks_range (void **state)
+{
+    (void) state;
+    uint8_t hdr [4];
+    assert_int_equal (kn_frame_encode_header (hdr, 0, 10), -EMSGSIZE);
+    assert_int_equal (kn_frame_encode_header (hdr, 11, 10), -EMSGSIZE);
+    assert_int_equal (kn_frame_encode_header (hdr, 0x01020304, 0x7fffffff), 0);
+    uint8_t want [] = { 1, 2, 3, 4 };
+    assert_memory_equal (hdr, want, 4);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_kn_frame_roundtrip_byte_by_byte),
+        cmocka_unit_test (test_kn_frame_stops_after_each_frame),
+        cmocka_unit_test (test_kn_frame_rejects_zero_length),
+        cmocka_unit_test (test_kn_frame_rejects_oversize_before_allocating),
+        cmocka_unit_test (test_kn_frame_encode_checks_range),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

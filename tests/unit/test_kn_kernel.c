@@ -1,0 +1,254 @@
+/*  test_kn_kernel - the protocol core driven over a socketpair, with a mock
+ *  interpreter behind the seam: ordering, parents, stop_on_error, bad input.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kn_chan.h"
+#include "kn_frame.h"
+#include "kn_kernel.h"
+
+typedef struct {
+    int fds [2];            //  [0] driver side, [1] kernel side
+    kn_chan_t *kchan, *dchan;
+    kn_kernel_t *kernel;
+    pthread_t thread;
+    int handled;            //  requests the mock saw
+} s_fixture_t;
+
+//  The mock: "fail" errors, "print" publishes a stream, "slow" sleeps first.
+static json_t *
+s_mock_handle (void *ctx, const char *type, const json_t *content)
+{
+    s_fixture_t *f = ctx;
+    f->handled++;
+    const char *code = json_string_value (json_object_get (content, "code"));
+    if (strcmp (type, "execute_request") != 0)
+        return json_pack ("{s:s, s:s}", "status", "ok", "echo", type);
+    if (code && strstr (code, "slow"))
+        usleep (100 * 1000);
+    if (code && strstr (code, "print")) {
+        json_t *c = json_pack ("{s:s, s:s}", "name", "stdout", "text", "hi\n");
+        kn_kernel_publish (f->kernel, "stream", &c);
+    }
+    if (code && strstr (code, "fail"))
+        return json_pack ("{s:s, s:s, s:s, s:[], s:i}", "status", "error", "ename", "E",
+                          "evalue", "boom", "traceback", "execution_count", 1);
+    return json_pack ("{s:s, s:i}", "status", "ok", "execution_count", f->handled);
+}
+
+static json_t *
+s_mock_info (void *ctx)
+{
+    (void) ctx;
+    return json_pack ("{s:s, s:s, s:s, s:{s:s}, s:b}", "status", "ok", "protocol_version", "5.3",
+                      "implementation_version", "t", "language_info", "version", "3.11.2",
+                      "ipython", 0);
+}
+
+static void *
+s_run (void *arg)
+{
+    s_fixture_t *f = arg;
+    kn_kernel_run (f->kernel);
+    return NULL;
+}
+
+static int
+s_setup (void **state)
+{
+    s_fixture_t *f = calloc (1, sizeof *f);
+    assert_int_equal (socketpair (AF_UNIX, SOCK_STREAM, 0, f->fds), 0);
+    f->kchan = kn_chan_new (f->fds [1], 1 << 20);
+    f->dchan = kn_chan_new (f->fds [0], 1 << 20);
+    kn_kernel_config_t cfg = { NULL, "t" };
+    f->kernel = kn_kernel_new (f->kchan, &cfg);
+    kn_interp_t interp = { f, s_mock_handle, s_mock_info, NULL };
+    kn_kernel_set_interp (f->kernel, &interp);
+    pthread_create (&f->thread, NULL, s_run, f);
+    *state = f;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    s_fixture_t *f = *state;
+    shutdown (f->fds [0], SHUT_RDWR);   //  EOF: the kernel's run returns
+    pthread_join (f->thread, NULL);
+    kn_kernel_destroy (&f->kernel);
+    kn_chan_destroy (&f->kchan);
+    kn_chan_destroy (&f->dchan);
+    close (f->fds [0]);
+    close (f->fds [1]);
+    free (f);
+    return 0;
+}
+
+static kn_msg_t *
+s_recv (s_fixture_t *f)
+{
+    kn_msg_t *msg = NULL;
+    char err [128];
+    assert_int_equal (kn_chan_recv (f->dchan, &msg, err, sizeof err), 0);
+    return msg;
+}
+
+//  Receive and check type (and, for iopub status, the state). Returns it.
+static kn_msg_t *
+s_expect (s_fixture_t *f, const char *type, const char *state_or_null)
+{
+    kn_msg_t *msg = s_recv (f);
+    assert_string_equal (kn_msg_type (msg), type);
+    if (state_or_null)
+        assert_string_equal (json_string_value (json_object_get (kn_msg_content (msg),
+                             "execution_state")), state_or_null);
+    return msg;
+}
+
+static json_t *
+s_send (s_fixture_t *f, kn_channel_t ch, const char *type, const char *code)
+{
+    json_t *c = code ? json_pack ("{s:s}", "code", code) : json_object ();
+    kn_msg_t *msg = kn_msg_new (ch, type, NULL, &c, "client");
+    json_t *header = json_deep_copy (kn_msg_header (msg));
+    assert_int_equal (kn_chan_send (f->dchan, &msg), 0);
+    return header;
+}
+
+static void
+s_expect_hello (s_fixture_t *f)
+{
+    kn_msg_t *m = s_expect (f, "hello", NULL);
+    assert_int_equal (kn_msg_channel (m), KN_CH_CELLVM);
+    assert_string_equal (json_string_value (json_object_get (kn_msg_content (m), "protocol")),
+                         "cellvm-channel");
+    kn_msg_destroy (&m);
+}
+
+static void
+test_kn_kernel_says_hello_and_answers_hello (void **state)
+{
+    s_fixture_t *f = *state;
+    s_expect_hello (f);
+    json_t *c = json_pack ("{s:s, s:i, s:s}", "protocol", "cellvm-channel", "version", 1,
+                           "role", "driver");
+    kn_msg_t *hello = kn_msg_new (KN_CH_CELLVM, "hello", NULL, &c, "d");
+    assert_int_equal (kn_chan_send (f->dchan, &hello), 0);
+    s_expect_hello (f);
+}
+
+//  busy, <middle>, reply, idle; all with the request as parent.
+static void
+s_expect_bracketed (s_fixture_t *f, json_t *req, const char *middle, const char *reply)
+{
+    const char *seq [4] = { "status", middle, reply, "status" };
+    for (int i = 0; i < 4; i++) {
+        if (!seq [i])
+            continue;
+        kn_msg_t *m = s_expect (f, seq [i], i == 0 ? "busy" : i == 3 ? "idle" : NULL);
+        assert_true (json_equal (kn_msg_parent (m), req));
+        kn_msg_destroy (&m);
+    }
+}
+
+static void
+test_kn_kernel_brackets_requests_with_busy_idle (void **state)
+{
+    s_fixture_t *f = *state;
+    s_expect_hello (f);
+    json_t *req = s_send (f, KN_CH_SHELL, "execute_request", "print");
+    s_expect_bracketed (f, req, "stream", "execute_reply");
+    json_decref (req);
+    req = s_send (f, KN_CH_SHELL, "kernel_info_request", NULL);
+    s_expect_bracketed (f, req, NULL, "kernel_info_reply");
+    json_decref (req);
+    req = s_send (f, KN_CH_CONTROL, "kernel_info_request", NULL);
+    s_expect_bracketed (f, req, NULL, "kernel_info_reply");
+    json_decref (req);
+}
+
+static void
+test_kn_kernel_stop_on_error_aborts_only_queued_executes (void **state)
+{
+    s_fixture_t *f = *state;
+    s_expect_hello (f);
+    json_t *r1 = s_send (f, KN_CH_SHELL, "execute_request", "slow fail");
+    json_t *r2 = s_send (f, KN_CH_SHELL, "execute_request", "ok");
+    json_t *r3 = s_send (f, KN_CH_SHELL, "complete_request", "ok");
+    s_expect_bracketed (f, r1, NULL, "execute_reply");
+    //  r2 was queued: aborted without reaching the interpreter. r3 runs.
+    kn_msg_t *m = s_expect (f, "status", "busy");
+    kn_msg_destroy (&m);
+    m = s_expect (f, "execute_reply", NULL);
+    assert_true (json_equal (kn_msg_parent (m), r2));
+    assert_string_equal (json_string_value (json_object_get (kn_msg_content (m), "status")), "error");
+    assert_string_equal (json_string_value (json_object_get (kn_msg_content (m), "ename")),
+                         "ExecutionAborted");
+    kn_msg_destroy (&m);
+    m = s_expect (f, "status", "idle");
+    kn_msg_destroy (&m);
+    s_expect_bracketed (f, r3, NULL, "complete_reply");
+    assert_int_equal (f->handled, 2);
+    json_t *r4 = s_send (f, KN_CH_SHELL, "execute_request", "ok");
+    s_expect_bracketed (f, r4, NULL, "execute_reply");
+    assert_int_equal (f->handled, 3);
+    json_decref (r1); json_decref (r2); json_decref (r3); json_decref (r4);
+}
+
+static void
+test_kn_kernel_unknown_control_type_gets_error_reply (void **state)
+{
+    s_fixture_t *f = *state;
+    s_expect_hello (f);
+    json_t *req = s_send (f, KN_CH_CONTROL, "frobnicate_request", NULL);
+    kn_msg_t *m = s_expect (f, "status", "busy");
+    kn_msg_destroy (&m);
+    m = s_expect (f, "frobnicate_reply", NULL);
+    assert_string_equal (json_string_value (json_object_get (kn_msg_content (m), "ename")),
+                         "UnknownMessageType");
+    kn_msg_destroy (&m);
+    m = s_expect (f, "status", "idle");
+    kn_msg_destroy (&m);
+    json_decref (req);
+}
+
+static void
+test_kn_kernel_drops_bad_json_and_keeps_serving (void **state)
+{
+    s_fixture_t *f = *state;
+    s_expect_hello (f);
+    uint8_t wire [4 + 8];
+    kn_frame_encode_header (wire, 8, 1 << 20);
+    memcpy (wire + 4, "{garbage", 8);
+    assert_int_equal (write (f->fds [0], wire, sizeof wire), (ssize_t) sizeof wire);
+    kn_msg_t *m = s_expect (f, "protocol_error", NULL);
+    assert_false (json_is_true (json_object_get (kn_msg_content (m), "fatal")));
+    kn_msg_destroy (&m);
+    json_t *req = s_send (f, KN_CH_SHELL, "execute_request", "ok");
+    s_expect_bracketed (f, req, NULL, "execute_reply");
+    json_decref (req);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test_setup_teardown (test_kn_kernel_says_hello_and_answers_hello, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_kn_kernel_brackets_requests_with_busy_idle, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_kn_kernel_stop_on_error_aborts_only_queued_executes, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_kn_kernel_unknown_control_type_gets_error_reply, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_kn_kernel_drops_bad_json_and_keeps_serving, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
