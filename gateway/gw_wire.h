@@ -8,6 +8,7 @@
     Incoming messages are size-capped, structurally checked and their
     signature verified (constant time) BEFORE any JSON is parsed; replayed
     signatures are refused like jupyter_client's digest history does.
+    A codec holds that history: use one codec from one thread at a time.
 */
 #ifndef GW_WIRE_H
 #define GW_WIRE_H
