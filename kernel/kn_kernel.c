@@ -420,14 +420,23 @@ s_reader (void *arg)
 //  ---------------------------------------------------------------------------
 //  Shell, on the main thread
 
-//  stop_on_error: every execute_request already queued gets an error reply.
-static void
-s_abort_queued (kn_kernel_t *self)
+//  Take the whole queue: what is queued at the moment a cell fails.
+static s_item_t *
+s_detach_queue (kn_kernel_t *self)
 {
     pthread_mutex_lock (&self->lock);
-    s_item_t *list = self->head, *keep = NULL, **kt = &keep, *tail = NULL;
+    s_item_t *list = self->head;
     self->head = self->tail = NULL;
     pthread_mutex_unlock (&self->lock);
+    return list;
+}
+
+//  stop_on_error: every execute_request in list (detached when the cell
+//  failed) gets an error reply; the others go back to the front of the queue.
+static void
+s_abort_queued (kn_kernel_t *self, s_item_t *list)
+{
+    s_item_t *keep = NULL, **kt = &keep, *tail = NULL;
     while (list) {
         s_item_t *it = list;
         list = it->next;
@@ -469,8 +478,9 @@ s_set_current (kn_kernel_t *self, const kn_msg_t *msg, bool silent, bool executi
 }
 
 //  Run an execute or other interpreter request; returns the reply content.
+//  When stop_on_error applies, *aborted gets the queue as it was then.
 static json_t *
-s_run_interp (kn_kernel_t *self, const kn_msg_t *msg, bool *abort_after)
+s_run_interp (kn_kernel_t *self, const kn_msg_t *msg, s_item_t **aborted)
 {
     const char *type = kn_msg_type (msg);
     json_t *content = kn_msg_content (msg);
@@ -493,7 +503,8 @@ s_run_interp (kn_kernel_t *self, const kn_msg_t *msg, bool *abort_after)
         bool failed = strcmp (json_string_value (json_object_get (reply, "status"))
                               ? json_string_value (json_object_get (reply, "status")) : "", "ok");
         json_t *soe = json_object_get (content, "stop_on_error");
-        *abort_after = failed && !silent && (!soe || json_is_true (soe));
+        if (failed && !silent && (!soe || json_is_true (soe)))
+            *aborted = s_detach_queue (self);
     }
     if (exec && self->outfiles) {
         bool truncated = false;
@@ -525,7 +536,7 @@ s_on_shell (kn_kernel_t *self, kn_msg_t *msg)
     }
     const char *type = kn_msg_type (msg);
     json_t *parent = kn_msg_header (msg);
-    bool abort_after = false;
+    s_item_t *aborted = NULL;
     json_t *reply = NULL;
     s_set_current (self, msg, false, false);
     s_status (self, parent, "busy");
@@ -539,14 +550,14 @@ s_on_shell (kn_kernel_t *self, kn_msg_t *msg)
                                json_object_get (kn_msg_content (msg), "comm_id"), "data");
         kn_kernel_publish (self, "comm_close", &c);
     }
-    else if (strncmp (type, "comm_", 5) != 0)
-        reply = s_run_interp (self, msg, &abort_after);
+    else if (strncmp (type, "comm_", 5) != 0 || strcmp (type, "comm_info_request") == 0)
+        reply = s_run_interp (self, msg, &aborted);
     if (reply)
         s_reply (self, msg, &reply);
     s_status (self, parent, "idle");
     s_set_current (self, NULL, false, false);
-    if (abort_after)
-        s_abort_queued (self);
+    if (aborted)
+        s_abort_queued (self, aborted);
 }
 
 int

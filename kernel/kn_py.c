@@ -139,6 +139,14 @@ s_error_text (char *err, size_t errlen)
 static int
 s_start_python (void)
 {
+    //  UTF-8 mode: the guest has no locale set, and cells must be able to
+    //  print and write any text whatever LANG says.
+    PyPreConfig pre;
+    PyPreConfig_InitIsolatedConfig (&pre);
+    pre.utf8_mode = 1;
+    PyStatus st = Py_PreInitialize (&pre);
+    if (PyStatus_Exception (st))
+        return -1;
     PyConfig config;
     //  Isolated: no PYTHON* variables or user site from whoever started us;
     //  Debian's dist-packages still come in through site.
@@ -148,7 +156,7 @@ s_start_python (void)
     config.buffered_stdio = 0;          //  every write reaches fd 1/2 at once
     config.install_signal_handlers = 1; //  SIGINT -> KeyboardInterrupt
     config.write_bytecode = 0;
-    PyStatus st = PyConfig_SetString (&config, &config.program_name, L"/usr/bin/python3");
+    st = PyConfig_SetString (&config, &config.program_name, L"/usr/bin/python3");
     char *argv [] = { (char *) "cellvm-kernel" };
     if (!PyStatus_Exception (st))
         st = PyConfig_SetBytesArgv (&config, 1, argv);

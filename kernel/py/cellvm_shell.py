@@ -315,18 +315,36 @@ def mimebundle(obj):
     return data
 
 
+class DisplayHandle:
+    """What display(..., display_id=True) returns, as in IPython."""
+
+    def __init__(self, display_id):
+        self.display_id = display_id
+
+    def __repr__(self):
+        return "<DisplayHandle display_id=%s>" % self.display_id
+
+    def display(self, obj, **kw):
+        display(obj, display_id=self.display_id, **kw)
+
+    def update(self, obj, **kw):
+        display(obj, display_id=self.display_id, update=True, **kw)
+
+
 def display(*objs, display_id=None, update=False, raw=False, **kw):
-    """display() for the fallback shell, enough for data_display tests."""
+    """display() for the fallback shell, with display ids and updates."""
+    handle = None
     if display_id is True:
         import uuid
         display_id = uuid.uuid4().hex
+        handle = DisplayHandle(display_id)
     transient = {"display_id": display_id} if display_id else {}
     for obj in objs:
         data = obj if raw else mimebundle(obj)
         _flush_std()
         publish("update_display_data" if update else "display_data",
                 {"data": data, "metadata": {}, "transient": transient})
-    return display_id
+    return handle
 
 
 class FallbackBackend:
@@ -367,7 +385,10 @@ class FallbackBackend:
                 self._run(code, silent)
             reply["status"] = "ok"
         except BaseException as e:  # noqa: B902 - user code may raise anything
-            tb = e.__traceback__.tb_next if e.__traceback__ else None
+            # Show the user's frames only: skip ours, down to the first cell frame.
+            tb = e.__traceback__
+            while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
+                tb = tb.tb_next
             lines = traceback.format_exception(type(e), e, tb)
             err = {"ename": type(e).__name__, "evalue": str(e),
                    "traceback": [ln.rstrip("\n") for ln in lines]}

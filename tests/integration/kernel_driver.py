@@ -110,8 +110,8 @@ class Result:
 
     @property
     def outputs(self):
-        """iopub messages other than status: what a frontend would show."""
-        return [m for m in self.iopub if m.msg_type != "status"]
+        """iopub messages other than status and execute_input: what a frontend shows as output."""
+        return [m for m in self.iopub if m.msg_type not in ("status", "execute_input")]
 
     def of_type(self, msg_type):
         return [m for m in self.iopub if m.msg_type == msg_type]
@@ -341,7 +341,7 @@ class KernelDriver:
     def execute(self, code, timeout=30.0, **kw):
         return self.collect(self.send_execute(code, **kw), timeout=timeout)
 
-    def roundtrip(self, channel, msg_type, content=None, timeout=30.0):
+    def roundtrip(self, channel, msg_type, content=None, timeout=10.0):
         return self.collect(self.request(channel, msg_type, content), timeout=timeout)
 
     def reply_to_input(self, input_request, value):

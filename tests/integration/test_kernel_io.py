@@ -8,7 +8,7 @@ import time
 import pytest
 
 from kernel_driver import (assert_bracketed, assert_execute_ok, assert_only_stream_before,
-                           b64_png, strip_ansi, kernel, new_kernel)  # noqa: F401  (fixtures)
+                           b64_png, kernel, new_kernel)  # noqa: F401  (fixtures)
 
 
 def _no_late_messages(k, res, wait=0.3):
@@ -30,7 +30,7 @@ def test_streaming_delivers_output_before_cell_ends(kernel):
     assert res.reply.t - first.t > 0.7, \
         f"first line arrived {res.reply.t - first.t:.3f}s before the reply; it must not wait " \
         "for the sleep to end"
-    assert first.t - ei.t < 0.3, f"first line took {first.t - ei.t:.3f}s (spec: 50 ms)"
+    assert first.t - ei.t < 0.2, f"first line took {first.t - ei.t:.3f}s (spec: 50 ms)"
     assert res.stream_text() == "first line\nsecond line\n"
     _no_late_messages(kernel, res)
 
@@ -112,7 +112,7 @@ def test_print_without_newline_flushes(kernel):
 
 # ------------------------------------------------------------------------------ stdin
 def test_input_roundtrip(kernel):
-    mid = kernel.send_execute("name = input('Your name: ')\nprint('hello', name)",
+    mid = kernel.send_execute("name = input('Your name: ')\nprint('hello', len(name))",
                               allow_stdin=True)
     req = kernel.wait_for(lambda m: m.parent_id == mid and m.msg_type == "input_request",
                           timeout=10, what="input_request")
@@ -123,7 +123,7 @@ def test_input_roundtrip(kernel):
     kernel.reply_to_input(req, "Ada ✓")
     res = kernel.collect(mid)
     assert_execute_ok(res)
-    assert res.stream_text() == "hello Ada ✓\n"
+    assert res.stream_text() == "hello 5\n"
     assert req.index < res.reply.index
     r = kernel.execute("name")
     assert r.of_type("execute_result")[0].content["data"]["text/plain"] == "'Ada ✓'"
@@ -168,14 +168,16 @@ def test_two_inputs_in_one_cell(kernel):
 
 
 def test_input_without_allow_stdin_raises(kernel):
-    res = kernel.execute("input('never asked: ')", allow_stdin=False, timeout=10)
+    res = kernel.execute("input('never asked: ')", allow_stdin=False, timeout=10,
+                         stop_on_error=False)
     reply = assert_bracketed(res)
     assert res.stdin == [], "allow_stdin=False: the kernel must not send input_request"
     assert reply.content.get("status") == "error"
     assert reply.content.get("ename") == "StdinNotImplementedError", reply.content
     (err,) = res.of_type("error")
     assert err.content["ename"] == "StdinNotImplementedError"
-    res = kernel.execute("import getpass; getpass.getpass()", allow_stdin=False, timeout=10)
+    res = kernel.execute("import getpass; getpass.getpass()", allow_stdin=False, timeout=10,
+                         stop_on_error=False)
     assert res.reply.content.get("ename") == "StdinNotImplementedError"
     assert res.stdin == []
 
@@ -198,7 +200,8 @@ def test_stale_input_reply_is_ignored(kernel):
 
 # ------------------------------------------------------------------------------ interrupt
 def _interrupt_running(k, code):
-    mid = k.send_execute(code)
+    # stop_on_error=False: an abort bug must not pass for an interrupt bug (tested elsewhere)
+    mid = k.send_execute(code, stop_on_error=False)
     k.wait_for(lambda m: m.parent_id == mid and m.msg_type == "execute_input",
                what="execute_input")
     time.sleep(0.5)      # let it get into the loop / sleep
@@ -236,7 +239,7 @@ def test_interrupt_subprocess_cell(new_kernel):
 
 def test_interrupt_while_waiting_for_input(new_kernel):
     k = new_kernel()
-    mid = k.send_execute("input('waiting: ')", allow_stdin=True)
+    mid = k.send_execute("input('waiting: ')", allow_stdin=True, stop_on_error=False)
     k.wait_for(lambda m: m.parent_id == mid and m.msg_type == "input_request", timeout=10,
                what="input_request")
     t0 = time.monotonic()
@@ -386,8 +389,8 @@ with open(os.path.join(od, 'result.csv'), 'w') as f:
 os.makedirs(os.path.join(od, 'sub', 'deeper'), exist_ok=True)
 with open(os.path.join(od, 'sub', 'deeper', 'blob.bin'), 'wb') as f:
     f.write(bytes(range(256)) * 40)
-with open(os.path.join(od, 'sub', 'note.txt'), 'w') as f:
-    f.write('héllo\\n')
+with open(os.path.join(od, 'sub', 'note.txt'), 'wb') as f:
+    f.write('héllo\\n'.encode('utf-8'))
 with open(os.path.join(od, 'empty.json'), 'w') as f:
     pass
 os.symlink({str(outside)!r}, os.path.join(od, 'link-to-file.txt'))
@@ -449,7 +452,7 @@ def test_output_files_on_error_and_from_subprocess(outk):
     k, outdir = outk, outk.outdir_path
     r = k.execute("import os, subprocess\nod = os.environ['CELLVM_OUTDIR']\n"
                   "subprocess.run(['sh', '-c', 'printf abc > \"$CELLVM_OUTDIR/from-sh.txt\"'])\n"
-                  "raise ValueError('after writing')")
+                  "raise ValueError('after writing')", stop_on_error=False)
     assert r.reply.content["status"] == "error"
     got = _by_path(r.reply.content.get("output_files", []), outdir)
     assert set(got) == {"from-sh.txt"}, \
@@ -472,7 +475,7 @@ def test_output_files_png_mime(outk):
 
 
 def test_output_files_capped(outk):
-    k, outdir = outk, outk.outdir_path
+    k = outk
     c = assert_execute_ok(k.execute(
         "import os\nod = os.environ['CELLVM_OUTDIR']\nos.makedirs(os.path.join(od, 'many'))\n"
         "for i in range(1500):\n"
