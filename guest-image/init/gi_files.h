@@ -1,0 +1,42 @@
+/*  gi_files - file transfer into and out of /workspace for the control port.
+ *
+ *  Paths are "/workspace/..." or relative to /workspace. They are resolved
+ *  with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) from /workspace, so
+ *  no path, "..", or symlink (planted by the cell at any moment) can reach
+ *  outside it; symlinks are refused, not followed. Files are created owned
+ *  by the kernel user.
+ */
+#ifndef GI_FILES_H
+#define GI_FILES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+//  Largest file put may grow (by appends) and largest chunk get returns.
+#define GI_FILE_MAX (1024ull * 1024ull * 1024ull)
+#define GI_CHUNK_MAX (16u * 1024u * 1024u)
+
+typedef struct {
+    uint64_t size;              //  put: file size after; get: whole file size
+    uint64_t offset;            //  get: where the chunk starts
+    size_t length;              //  get: chunk length
+    int eof;                    //  get: chunk reaches the end of the file
+    char sha256 [65];           //  of the bytes put / of the chunk got
+    char path [4096];           //  absolute guest path
+} gi_file_info_t;
+
+//  Write data (len may be 0) to path, creating parent directories; with
+//  append, add to the end. mode 0 means 0644. 0 or -errno (-EXDEV: outside
+//  /workspace; -ELOOP: a symlink on the way; -EFBIG: past GI_FILE_MAX).
+int gi_files_put (const char *path, const uint8_t *data, size_t len, int append,
+                  unsigned mode, gi_file_info_t *info);
+
+//  Read up to length bytes (capped at GI_CHUNK_MAX) from offset of a regular
+//  file. *data_p gets a malloc'ed buffer (NULL when the chunk is empty).
+int gi_files_get (const char *path, uint64_t offset, size_t length,
+                  uint8_t **data_p, gi_file_info_t *info);
+
+//  Hex SHA-256 of data.
+void gi_sha256_hex (const uint8_t *data, size_t len, char out [65]);
+
+#endif

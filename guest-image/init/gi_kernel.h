@@ -1,0 +1,53 @@
+/*  gi_kernel - start, watch and stop cellvm-kernel as the unprivileged
+ *  kernel user inside its own cgroup, and say in words how it died.
+ *
+ *  Reaping is the caller's job (PID 1 reaps everything): it hands every
+ *  (pid, status) it collects to gi_kernel_reaped.
+ */
+#ifndef GI_KERNEL_H
+#define GI_KERNEL_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define GI_KERNEL_BIN "/usr/local/bin/cellvm-kernel"
+#define GI_KERNEL_PORT "cellvm.kernel"
+
+typedef struct _gi_kernel_t gi_kernel_t;
+
+//  mem_limit is the cgroup's memory.max (0: none), quoted in death reports.
+gi_kernel_t *gi_kernel_new (uint64_t mem_limit);
+void gi_kernel_destroy (gi_kernel_t **self_p);
+
+//  Start the kernel. -EALREADY if it runs; 0 or -errno.
+int gi_kernel_start (gi_kernel_t *self);
+
+//  Stop it (SIGKILL to its whole cgroup) and wait for it; the death is
+//  recorded as requested. 0 when it was not running.
+int gi_kernel_stop (gi_kernel_t *self);
+
+//  Send sig to the kernel process (SIGKILL: to its whole cgroup). -ESRCH
+//  when it is not running.
+int gi_kernel_signal (gi_kernel_t *self, int sig);
+
+//  A reaped child. Returns 1 when it was the kernel: its death is recorded
+//  and gi_kernel_last_exit describes it; 0 for any other process.
+int gi_kernel_reaped (gi_kernel_t *self, pid_t pid, int status);
+
+//  Pid of the running kernel, 0 when none.
+pid_t gi_kernel_pid (const gi_kernel_t *self);
+
+//  {"state", "pid", "restarts", "uptime_s", "memory_limit_bytes", "last_exit"}:
+//  new reference.
+json_t *gi_kernel_state (const gi_kernel_t *self);
+
+//  The last death ({...} as in docs/init.md `kernel_exited`), or NULL.
+//  New reference.
+json_t *gi_kernel_last_exit (const gi_kernel_t *self);
+
+//  Name of a signal number ("SIGSEGV"), "SIG<n>" if unknown; and back (-1).
+const char *gi_signal_name (int sig, char *buf, size_t len);
+int gi_signal_from_name (const char *name);
+
+#endif

@@ -1,0 +1,423 @@
+"""The guest image booted with QEMU directly (no gateway): the kernel port, the init control port
+(docs/init.md), deaths explained, restarts with /workspace intact, file transfer, isolation basics.
+
+Each VM is started by the test and killed by pid at teardown. TCG everywhere (the recipe: this
+machine's /dev/kvm is PVM). Needs build/image (`make image`).
+"""
+import datetime
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import uuid
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("CELLVM_BUILD", ROOT / "build")).resolve()
+IMAGE = pathlib.Path(os.environ.get("CELLVM_IMAGE", BUILD / "image"))
+QEMU = shutil.which("qemu-system-x86_64") or "/usr/bin/qemu-system-x86_64"
+BOOT_TIMEOUT = 120     # TCG boot + Python start, with margin for a loaded CI machine
+CELL_TIMEOUT = 120
+
+
+def _tsc_khz():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("cpu MHz"):
+                return int(float(line.split(":")[1]) * 1000)
+    return 2000000
+
+
+def _header(msg_type):
+    return {"msg_id": str(uuid.uuid4()), "session": "test-image", "username": "test",
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z"),
+            "msg_type": msg_type, "version": "5.3"}
+
+
+class Chan:
+    """The cellvm framing on one of QEMU's virtio-serial unix sockets."""
+
+    def __init__(self, path, timeout=BOOT_TIMEOUT):
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.sock = socket.socket(socket.AF_UNIX)
+                self.sock.connect(str(path))
+                break
+            except OSError:
+                self.sock.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        self.sock.settimeout(timeout)
+        self.buf = b""
+
+    def send(self, msg_type, content, channel="cellvm", buffers=()):
+        hdr = _header(msg_type)
+        msg = {"channel": channel, "header": hdr, "parent_header": {}, "metadata": {},
+               "content": content, "buffers": len(buffers)}
+        body = json.dumps(msg).encode()
+        out = struct.pack(">I", len(body)) + body
+        for b in buffers:
+            out += struct.pack(">I", len(b)) + b
+        self.sock.sendall(out)
+        return hdr
+
+    def _read(self, n):
+        while len(self.buf) < n:
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise EOFError("channel closed")
+            self.buf += data
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def recv(self, timeout=None):
+        if timeout is not None:
+            self.sock.settimeout(timeout)
+        (n,) = struct.unpack(">I", self._read(4))
+        assert 1 <= n <= 64 << 20
+        msg = json.loads(self._read(n))
+        msg["_buffers"] = [self._read(struct.unpack(">I", self._read(4))[0])
+                           for _ in range(msg.get("buffers", 0))]
+        return msg
+
+    def wait_for(self, msg_type, timeout, parent=None):
+        """Messages up to and including the first of msg_type (answering parent if given)."""
+        deadline = time.monotonic() + timeout
+        seen = []
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no {msg_type} in {timeout}s; saw "
+                                   f"{[m['header']['msg_type'] for m in seen]}")
+            m = self.recv(timeout=left)
+            seen.append(m)
+            if m["header"]["msg_type"] == msg_type and (
+                    parent is None or m["parent_header"].get("msg_id") == parent["msg_id"]):
+                return m, seen
+
+    def request(self, msg_type, content, buffers=(), timeout=60):
+        reply_type = msg_type.replace("_request", "_reply")
+        hdr = self.send(msg_type, content, buffers=buffers)
+        return self.wait_for(reply_type, timeout, parent=hdr)[0]
+
+    def close(self):
+        self.sock.close()
+
+
+class GuestVM:
+    """One QEMU microvm of the image: kernel port, control port, a fresh workspace disk."""
+
+    def __init__(self, mem_mib=512, disk_mib=256):
+        if not (IMAGE / "rootfs.ext4").exists():
+            pytest.skip(f"no guest image in {IMAGE}: run `make image`")
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="cellvm-image-test-"))
+        self.console = self.dir / "console.log"
+        disk = self.dir / "workspace.img"
+        with open(disk, "wb") as f:      # blank and sparse: init formats it on first boot
+            f.truncate(disk_mib << 20)
+        cmdline = f"console=ttyS0 quiet panic=-1 reboot=t tsc_early_khz={_tsc_khz()}"
+        argv = [QEMU, "-M", "microvm", "-accel", "tcg", "-cpu", "max", "-m", str(mem_mib),
+                "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+                "-sandbox", "on", "-serial", f"file:{self.console}",
+                "-kernel", str(IMAGE / "vmlinux"), "-initrd", str(IMAGE / "initrd.img"),
+                "-append", cmdline,
+                "-drive", f"file={IMAGE / 'rootfs.ext4'},if=none,id=root,format=raw,readonly=on",
+                "-device", "virtio-blk-device,drive=root",
+                "-drive", f"file={disk},if=none,id=ws,format=raw",
+                "-device", "virtio-blk-device,drive=ws",
+                "-device", "virtio-rng-device",
+                "-device", "virtio-serial-device"]
+        for i, name in enumerate(("cellvm.kernel", "cellvm.init")):
+            argv += ["-chardev", f"socket,id=ch{i},path={self.dir / name}.sock,server=on,wait=off",
+                     "-device", f"virtserialport,chardev=ch{i},name={name}"]
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                     stdout=open(self.dir / "qemu.log", "wb"),
+                                     stderr=subprocess.STDOUT)
+        self.kernel = Chan(self.dir / "cellvm.kernel.sock")
+        self.ctl = Chan(self.dir / "cellvm.init.sock")
+        self.kernel_hello = self.hello_kernel(BOOT_TIMEOUT)
+        self.boot_to_hello = time.monotonic() - self.t0
+
+    def hello_kernel(self, timeout):
+        """Our hello; the kernel's answer (anything it sent before is discarded)."""
+        hdr = self.kernel.send("hello", {"protocol": "cellvm-channel", "version": 1,
+                                         "role": "driver"})
+        deadline = time.monotonic() + timeout
+        while True:
+            m, _ = self.kernel.wait_for("hello", deadline - time.monotonic())
+            if m["parent_header"].get("msg_id") == hdr["msg_id"] or m["parent_header"] == {}:
+                return m
+
+    def hello_init(self):
+        hdr = self.ctl.send("hello", {"protocol": "cellvm-init", "version": 1, "role": "driver"})
+        return self.ctl.wait_for("hello", 30, parent=hdr)[0]
+
+    def execute(self, code, timeout=CELL_TIMEOUT):
+        hdr = self.kernel.send("execute_request", {
+            "code": code, "silent": False, "store_history": True, "user_expressions": {},
+            "allow_stdin": False, "stop_on_error": True}, channel="shell")
+        reply, seen = self.kernel.wait_for("execute_reply", timeout, parent=hdr)
+        out = "".join(m["content"]["text"] for m in seen
+                      if m["header"]["msg_type"] == "stream")
+        errors = [m["content"] for m in seen if m["header"]["msg_type"] == "error"]
+        return reply["content"], out, errors
+
+    def run(self, code, timeout=CELL_TIMEOUT):
+        """Execute and return stdout; the cell must succeed."""
+        content, out, errors = self.execute(code, timeout)
+        assert content["status"] == "ok", (content, errors, self.console_text()[-3000:])
+        return out
+
+    def kill_kernel_by_cell(self, code, timeout=CELL_TIMEOUT):
+        """Run a cell that ends the kernel; return init's kernel_exited report."""
+        self.kernel.send("execute_request", {
+            "code": code, "silent": False, "store_history": True, "user_expressions": {},
+            "allow_stdin": False, "stop_on_error": True}, channel="shell")
+        m, _ = self.ctl.wait_for("kernel_exited", timeout)
+        return m["content"]
+
+    def restart(self):
+        """restart_request; then the new kernel's hello on the kernel port."""
+        reply = self.ctl.request("restart_request", {})["content"]
+        assert reply["status"] == "ok", reply
+        pid = reply["kernel"]["pid"]
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        while True:
+            m, _ = self.kernel.wait_for("hello", deadline - time.monotonic())
+            if m["content"]["pid"] == pid:
+                return m
+
+    def console_text(self):
+        try:
+            return self.console.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self):
+        for c in (getattr(self, "kernel", None), getattr(self, "ctl", None)):
+            if c:
+                c.close()
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def vm():
+    v = GuestVM(mem_mib=512)
+    print(f"\nboot to kernel hello: {v.boot_to_hello:.2f}s")
+    yield v
+    v.kill()
+
+
+@pytest.fixture(scope="module")
+def small_vm():
+    v = GuestVM(mem_mib=256)
+    yield v
+    v.kill()
+
+
+def test_kernel_hello_arrives(vm):
+    c = vm.kernel_hello["content"]
+    assert c["role"] == "kernel" and c["protocol"] == "cellvm-channel"
+    assert c["outdir"] == "/workspace/out"
+    assert vm.boot_to_hello < BOOT_TIMEOUT
+
+
+def test_init_hello(vm):
+    c = vm.hello_init()["content"]
+    assert c["protocol"] == "cellvm-init" and c["role"] == "init" and c["pid"] == 1
+    assert c["workspace_fs"] == "ext4"
+    assert c["kernel"]["state"] == "running" and c["kernel"]["pid"] > 1
+    assert c["kernel"]["memory_limit_bytes"] > 0
+    # Every hello is answered, so a reconnecting host can redo the handshake.
+    again = vm.hello_init()["content"]
+    assert again["hellos"] == c["hellos"] + 1
+
+
+def test_cell_imports_the_data_stack(vm):
+    out = vm.run("import numpy, pandas, matplotlib, scipy\n"
+                 "print(pandas.DataFrame({'a': [1, 2, 3]})['a'].sum(), numpy.__version__)")
+    assert out.split()[0] == "6"
+
+
+def test_kernel_is_unprivileged_and_alone(vm):
+    out = vm.run(
+        "import os, socket, json\n"
+        "st = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines()"
+        " if ':\\t' in l)\n"
+        "print(json.dumps({'uid': os.getuid(), 'gid': os.getgid(), 'euid': os.geteuid(),"
+        " 'nics': sorted(os.listdir('/sys/class/net')), 'host': socket.gethostname(),"
+        " 'nnp': st['NoNewPrivs'].strip(), 'capeff': st['CapEff'].strip(),"
+        " 'capbnd': st['CapBnd'].strip(), 'cwd': os.getcwd(), 'home': os.environ.get('HOME'),"
+        " 'env': sorted(os.environ)}))")
+    info = json.loads(out)
+    assert info["uid"] == 1000 and info["euid"] == 1000 and info["gid"] == 1000
+    assert info["nics"] == ["lo"]
+    assert info["host"] == "cellvm"
+    assert info["nnp"] == "1"
+    assert int(info["capeff"], 16) == 0 and int(info["capbnd"], 16) == 0
+    assert info["cwd"] == "/workspace"
+    # A clean environment: none of the host's variables.
+    for name in os.environ:
+        if name not in ("PATH", "HOME", "LANG", "TERM", "USER", "LOGNAME", "SHELL", "TMPDIR"):
+            assert name not in info["env"], name
+
+
+def test_loopback_works_and_there_is_no_route_out(vm):
+    out = vm.run(
+        "import socket\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
+        "c = socket.create_connection(s.getsockname(), timeout=5); print('lo-ok')\n"
+        "try:\n"
+        "    socket.create_connection(('169.254.169.254', 80), timeout=3); print('reached')\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno)\n")
+    assert "lo-ok" in out and "reached" not in out
+
+
+def test_exit_code_reported_and_restart_keeps_workspace(vm):
+    vm.run("open('/workspace/keep.txt', 'w').write('still here')")
+    report = vm.kill_kernel_by_cell("import os; os._exit(3)")
+    assert report["reason"] == "exited" and report["exit_code"] == 3 and report["code"] == 3
+    assert report["signal"] is None and not report["oom_killed"]
+    assert "status 3" in report["description"]
+    status = vm.ctl.request("status_request", {})["content"]["kernel"]
+    assert status["state"] == "exited" and status["last_exit"]["exit_code"] == 3
+    hello = vm.restart()
+    assert hello["content"]["pid"] != vm.kernel_hello["content"]["pid"]
+    assert vm.run("print(open('/workspace/keep.txt').read())").strip() == "still here"
+
+
+def test_segfault_reported_in_words(vm):
+    report = vm.kill_kernel_by_cell("import os; os.kill(os.getpid(), 11)")
+    assert report["reason"] == "signaled" and report["signal"] == "SIGSEGV"
+    assert report["code"] == 139 and report["exit_code"] is None
+    assert "SIGSEGV" in report["description"] and "egmentation" in report["description"]
+    vm.restart()
+    assert vm.run("print(1 + 1)").strip() == "2"
+
+
+def test_restart_of_a_running_kernel_is_reported_as_requested(vm):
+    before = vm.hello_init()["content"]["kernel"]
+    hdr = vm.ctl.send("restart_request", {})
+    exited, _ = vm.ctl.wait_for("kernel_exited", 30)
+    assert exited["content"]["requested"] and exited["content"]["pid"] == before["pid"]
+    reply, _ = vm.ctl.wait_for("restart_reply", 30, parent=hdr)
+    pid = reply["content"]["kernel"]["pid"]
+    while vm.kernel.wait_for("hello", BOOT_TIMEOUT)[0]["content"]["pid"] != pid:
+        pass
+    assert vm.run("print('back')").strip() == "back"
+
+
+def test_put_and_get_bytes(vm):
+    data = bytes(range(256)) * 1000 + b"\x00\n\xff"
+    r = vm.ctl.request("put_request", {"path": "/workspace/in/data.bin"}, buffers=[data])
+    c = r["content"]
+    assert c["status"] == "ok", c
+    assert c["size"] == len(data) and c["sha256"] == hashlib.sha256(data).hexdigest()
+    # The cell sees it, owned by the kernel user.
+    out = vm.run("import os, hashlib; p='/workspace/in/data.bin'; st=os.stat(p)\n"
+                 "print(st.st_uid, hashlib.sha256(open(p,'rb').read()).hexdigest())")
+    uid, digest = out.split()
+    assert uid == "1000" and digest == hashlib.sha256(data).hexdigest()
+    # Back out, whole and in chunks; bytes travel as buffer frames.
+    g = vm.ctl.request("get_request", {"path": "in/data.bin"})
+    assert g["content"]["status"] == "ok" and g["_buffers"] == [data]
+    assert g["content"]["eof"] and g["content"]["sha256"] == hashlib.sha256(data).hexdigest()
+    g2 = vm.ctl.request("get_request", {"path": "/workspace/in/data.bin", "offset": 1000,
+                                         "length": 10})
+    assert g2["_buffers"] == [data[1000:1010]] and not g2["content"]["eof"]
+    assert g2["content"]["size"] == len(data)
+    # Appends, and an empty file (no buffer at all).
+    vm.ctl.request("put_request", {"path": "/workspace/in/data.bin", "append": True},
+                   buffers=[b"tail"])
+    assert vm.ctl.request("get_request", {"path": "in/data.bin", "offset": len(data)}
+                          )["_buffers"] == [b"tail"]
+    e = vm.ctl.request("put_request", {"path": "empty.txt"})["content"]
+    assert e["status"] == "ok" and e["size"] == 0
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../etc/passwd", "/workspace/../etc/passwd",
+                                  "/workspacex/a", "out/../../etc/shadow", "/tmp/x", ""])
+def test_paths_outside_workspace_refused(vm, path):
+    g = vm.ctl.request("get_request", {"path": path})["content"]
+    assert g["status"] == "error", g
+    p = vm.ctl.request("put_request", {"path": path}, buffers=[b"x"])["content"]
+    assert p["status"] == "error", p
+    assert "root:" not in json.dumps(g)
+
+
+def test_symlinks_are_not_followed(vm):
+    vm.run("import os\n"
+           "for n in ('link', 'dirlink'):\n"
+           "    if os.path.lexists('/workspace/' + n): os.remove('/workspace/' + n)\n"
+           "os.symlink('/etc/passwd', '/workspace/link'); os.symlink('/etc', '/workspace/dirlink')")
+    for path in ("link", "/workspace/dirlink/passwd"):
+        g = vm.ctl.request("get_request", {"path": path})["content"]
+        assert g["status"] == "error" and g["ename"] == "SymlinkRefused", g
+    p = vm.ctl.request("put_request", {"path": "dirlink/evil"}, buffers=[b"x"])["content"]
+    assert p["status"] == "error" and p["ename"] == "SymlinkRefused", p
+    p = vm.ctl.request("put_request", {"path": "link"}, buffers=[b"x"])["content"]
+    assert p["status"] == "error", p
+
+
+def test_set_time_and_add_entropy(vm):
+    target = time.time() + 3600.0
+    r = vm.ctl.request("set_time_request", {"time": target})["content"]
+    assert r["status"] == "ok" and 3000 < r["adjusted_s"] < 4200
+    out = vm.run("import time; print(time.time())")
+    assert abs(float(out) - target) < 600
+    vm.ctl.request("set_time_request", {"time": time.time()})
+    r = vm.ctl.request("add_entropy_request", {}, buffers=[os.urandom(64)])["content"]
+    assert r["status"] == "ok" and r["entropy_bytes"] == 64
+    bad = vm.ctl.request("add_entropy_request", {})["content"]
+    assert bad["status"] == "error"
+
+
+def test_unknown_request_gets_an_error_reply(vm):
+    r = vm.ctl.request("frobnicate_request", {})["content"]
+    assert r["status"] == "error" and r["ename"] == "UnknownMessageType"
+
+
+def test_control_port_reconnect(vm):
+    vm.ctl.close()
+    vm.ctl = Chan(vm.dir / "cellvm.init.sock")
+    assert vm.hello_init()["content"]["kernel"]["state"] == "running"
+
+
+def test_memory_bomb_is_an_oom_kill_and_init_survives(small_vm):
+    report = small_vm.kill_kernel_by_cell(
+        "b = []\nwhile True:\n    b.append(bytearray(16 << 20))", timeout=240)
+    assert report["reason"] == "oom_killed" and report["oom_killed"], report
+    assert report["signal"] == "SIGKILL" and report["code"] == 137
+    assert "memory" in report["description"] and "MiB" in report["description"]
+    # init lived through it and brings the kernel back.
+    small_vm.restart()
+    assert small_vm.run("print(6 * 7)").strip() == "42"
+
+
+def test_fork_bomb_is_contained(small_vm):
+    small_vm.kernel.send("execute_request", {
+        "code": "import os\nfor _ in range(100000):\n    try:\n        os.fork()\n"
+                "    except OSError:\n        pass\n",
+        "silent": False, "store_history": True, "user_expressions": {},
+        "allow_stdin": False, "stop_on_error": True}, channel="shell")
+    time.sleep(5)
+    # init still answers while the bomb runs, and can stop the whole kernel cgroup.
+    assert small_vm.ctl.request("status_request", {}, timeout=60)["content"]["status"] == "ok"
+    hello = small_vm.restart()
+    assert hello["content"]["pid"] > 1
+    assert small_vm.run("print('alive')", timeout=180).strip() == "alive"
