@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -130,6 +131,13 @@ kn_chan_send (kn_chan_t *self, kn_msg_t **msg_p)
     }
     if (rc == 0 && self->wdead)
         rc = -EPIPE;
+    //  On a port a hello follows a sync marker, so the host can find it even
+    //  after a predecessor died mid-frame (docs/channel.md).
+    if (rc == 0 && self->device && kn_msg_channel (*msg_p) == KN_CH_CELLVM
+    &&  strcmp (kn_msg_type (*msg_p), "hello") == 0) {
+        struct iovec iov = { (void *) KN_FRAME_SYNC, KN_FRAME_SYNC_LEN };
+        rc = s_write_all (self->fd, &iov, 1);
+    }
     if (rc == 0)
         rc = s_send_frame (self, text, len);
     for (size_t i = 0; rc == 0 && i < kn_msg_nbuffers (*msg_p); i++) {

@@ -16,7 +16,13 @@ struct _kn_frame_dec_t {
     int ready;              //  body is complete and waiting to be taken
     int dead;               //  stream error seen; nothing more is accepted
     uint32_t bad_length;    //  the length that killed the stream
+    int sync_ok;            //  zero length + "CVM-SYNC" is a marker, not an error
+    int hunting;            //  skipping bytes until a whole marker went by
+    size_t match;           //  marker bytes matched (hunting) or tag bytes read
+    int in_tag;             //  reading the 8 tag bytes after a zero length
 };
+
+static const uint8_t s_sync [KN_FRAME_SYNC_LEN] = KN_FRAME_SYNC;
 
 kn_frame_dec_t *
 kn_frame_dec_new (uint32_t max_frame)
@@ -39,12 +45,77 @@ kn_frame_dec_destroy (kn_frame_dec_t **self_p)
     }
 }
 
+void
+kn_frame_dec_allow_sync (kn_frame_dec_t *self)
+{
+    assert (self);
+    self->sync_ok = 1;
+}
+
+void
+kn_frame_dec_hunt (kn_frame_dec_t *self)
+{
+    assert (self);
+    free (self->body);
+    self->body = NULL;
+    self->body_len = self->body_have = self->hdr_have = 0;
+    self->ready = self->dead = self->in_tag = 0;
+    self->bad_length = 0;
+    self->sync_ok = self->hunting = 1;
+    self->match = 0;
+}
+
+int
+kn_frame_dec_hunting (const kn_frame_dec_t *self)
+{
+    assert (self);
+    return self->hunting;
+}
+
+//  One byte while hunting. The marker's only self-overlap is its run of
+//  leading zeros, so a mismatch falls back to "zeros seen so far".
+static void
+s_hunt_byte (kn_frame_dec_t *self, uint8_t b)
+{
+    if (b == s_sync [self->match])
+        self->match++;
+    else if (b == 0)
+        self->match = self->match >= 4 ? 4 : self->match + 1;
+    else
+        self->match = 0;
+    if (self->match == KN_FRAME_SYNC_LEN) {
+        self->hunting = 0;
+        self->match = 0;
+    }
+}
+
+//  One tag byte after a zero length: must spell the marker, else it is dead.
+static int
+s_tag_byte (kn_frame_dec_t *self, uint8_t b)
+{
+    if (b != s_sync [KN_FRAME_HDR + self->match]) {
+        self->dead = 1;
+        return -EPROTO;
+    }
+    if (++self->match == KN_FRAME_SYNC_LEN - KN_FRAME_HDR) {
+        self->in_tag = 0;
+        self->match = 0;
+        self->hdr_have = 0;
+    }
+    return 0;
+}
+
 //  Header complete: check L and allocate the body (+1 for a NUL).
 static int
 s_start_body (kn_frame_dec_t *self)
 {
     uint32_t len = (uint32_t) self->hdr[0] << 24 | (uint32_t) self->hdr[1] << 16
                  | (uint32_t) self->hdr[2] << 8 | (uint32_t) self->hdr[3];
+    if (len == 0 && self->sync_ok) {
+        self->in_tag = 1;
+        self->match = 0;
+        return 0;
+    }
     if (len == 0 || len > self->max_frame) {
         self->dead = 1;
         self->bad_length = len;
@@ -66,6 +137,15 @@ kn_frame_dec_feed (kn_frame_dec_t *self, const uint8_t *data, size_t len)
     if (self->dead)
         return -EPROTO;
     while (used < len && !self->ready) {
+        if (self->hunting) {
+            s_hunt_byte (self, data [used++]);
+            continue;
+        }
+        if (self->in_tag) {
+            if (s_tag_byte (self, data [used++]) < 0)
+                return -EPROTO;
+            continue;
+        }
         if (!self->body) {
             size_t n = KN_FRAME_HDR - self->hdr_have;
             if (n > len - used)
@@ -73,7 +153,7 @@ kn_frame_dec_feed (kn_frame_dec_t *self, const uint8_t *data, size_t len)
             memcpy (self->hdr + self->hdr_have, data + used, n);
             self->hdr_have += n;
             used += n;
-            if (self->hdr_have == KN_FRAME_HDR && s_start_body (self) < 0)
+            if (self->hdr_have == KN_FRAME_HDR && !self->in_tag && s_start_body (self) < 0)
                 return -EPROTO;
             continue;
         }

@@ -38,6 +38,22 @@ uint8_t *kn_frame_dec_take (kn_frame_dec_t *self, size_t *len_p);
 //  The length that made the decoder fail, for the log line (0 if none).
 uint32_t kn_frame_dec_bad_length (const kn_frame_dec_t *self);
 
+//  The sync marker: a zero length then "CVM-SYNC". A kernel on a virtio port
+//  writes it before every hello, because a kernel that died mid-write leaves
+//  half a frame behind and the port itself never closes.
+#define KN_FRAME_SYNC "\0\0\0\0CVM-SYNC"
+#define KN_FRAME_SYNC_LEN 12
+
+//  Accept sync markers between frames (instead of failing on length 0).
+void kn_frame_dec_allow_sync (kn_frame_dec_t *self);
+
+//  Drop any partial frame and skip every byte up to and including the next
+//  sync marker. Revives a dead decoder. Implies allow_sync.
+void kn_frame_dec_hunt (kn_frame_dec_t *self);
+
+//  True while hunting for a marker.
+int kn_frame_dec_hunting (const kn_frame_dec_t *self);
+
 //  Write the 4-byte header for a frame of len bytes. Returns 0, or -EMSGSIZE
 //  if len is 0 or above max_frame.
 int kn_frame_encode_header (uint8_t hdr[KN_FRAME_HDR], size_t len, uint32_t max_frame);

@@ -84,6 +84,9 @@ class Chan:
         if timeout is not None:
             self.sock.settimeout(timeout)
         (n,) = struct.unpack(">I", self._read(4))
+        while n == 0:   # the sync marker a kernel port puts before each hello
+            assert self._read(8) == b"CVM-SYNC"
+            (n,) = struct.unpack(">I", self._read(4))
         assert 1 <= n <= 64 << 20
         msg = json.loads(self._read(n))
         msg["_buffers"] = [self._read(struct.unpack(">I", self._read(4))[0])

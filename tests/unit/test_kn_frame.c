@@ -95,6 +95,58 @@ test_kn_frame_encode_checks_range (void **state)
     assert_memory_equal (hdr, want, 4);
 }
 
+static void
+test_kn_frame_hunt_skips_to_the_sync_marker (void **state)
+{
+    (void) state;
+    //  Half a frame from a dead kernel, zeros, then the marker and a frame.
+    uint8_t wire [64];
+    size_t n = 0;
+    const uint8_t junk [] = { 0, 0, 0, 9, 'h', 'a', 'l', 0, 0, 0, 0, 0, 0 };
+    memcpy (wire, junk, sizeof junk);
+    n += sizeof junk;
+    memcpy (wire + n, KN_FRAME_SYNC, KN_FRAME_SYNC_LEN);
+    n += KN_FRAME_SYNC_LEN;
+    const uint8_t frame [] = { 0, 0, 0, 2, 'o', 'k' };
+    memcpy (wire + n, frame, sizeof frame);
+    n += sizeof frame;
+    kn_frame_dec_t *dec = kn_frame_dec_new (100);
+    kn_frame_dec_hunt (dec);
+    size_t used = 0;
+    while (used < n && !kn_frame_dec_ready (dec)) {
+        long u = kn_frame_dec_feed (dec, wire + used, 1);
+        assert_true (u >= 0);
+        used += (size_t) u;
+    }
+    assert_false (kn_frame_dec_hunting (dec));
+    size_t len;
+    uint8_t *body = kn_frame_dec_take (dec, &len);
+    assert_non_null (body);
+    assert_memory_equal (body, "ok", 2);
+    free (body);
+    kn_frame_dec_destroy (&dec);
+}
+
+static void
+test_kn_frame_sync_between_frames_only_when_allowed (void **state)
+{
+    (void) state;
+    uint8_t wire [KN_FRAME_SYNC_LEN + 5];
+    memcpy (wire, KN_FRAME_SYNC, KN_FRAME_SYNC_LEN);
+    memcpy (wire + KN_FRAME_SYNC_LEN, "\0\0\0\1x", 5);
+    kn_frame_dec_t *dec = kn_frame_dec_new (100);
+    kn_frame_dec_allow_sync (dec);
+    assert_int_equal (kn_frame_dec_feed (dec, wire, sizeof wire), (long) sizeof wire);
+    size_t len;
+    uint8_t *body = kn_frame_dec_take (dec, &len);
+    assert_int_equal (len, 1);
+    free (body);
+    //  A zero length followed by anything else is still fatal.
+    const uint8_t bad [] = { 0, 0, 0, 0, 'C', 'V', 'X' };
+    assert_int_equal (kn_frame_dec_feed (dec, bad, sizeof bad), -EPROTO);
+    kn_frame_dec_destroy (&dec);
+}
+
 int
 main (void)
 {
@@ -104,6 +156,8 @@ main (void)
         cmocka_unit_test (test_kn_frame_rejects_zero_length),
         cmocka_unit_test (test_kn_frame_rejects_oversize_before_allocating),
         cmocka_unit_test (test_kn_frame_encode_checks_range),
+        cmocka_unit_test (test_kn_frame_hunt_skips_to_the_sync_marker),
+        cmocka_unit_test (test_kn_frame_sync_between_frames_only_when_allowed),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
