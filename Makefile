@@ -72,11 +72,11 @@ $(B)/cellvm-gateway: $(B)/obj/gateway/main.o $(GW_OBJ)
 
 $(B)/tests/test_kn_%: tests/unit/test_kn_%.c $(KN_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(PY_CFLAGS) $(LDFLAGS) -o $@ $^ $(PY_LIBS) -ljansson -lcrypto -lcmocka
+	$(CC) $(ALL_CFLAGS) $(PY_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PY_LIBS) -ljansson -lcrypto -lcmocka
 
 $(B)/tests/test_gw_%: tests/unit/test_gw_%.c $(GW_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(GW_LIBS) -ljansson -lcmocka
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(GW_LIBS) -ljansson -lcmocka
 
 $(B)/share/jupyter/kernels/%/kernel.json: scripts/kernelspec.sh | $(B)/cellvm-gateway
 	bash scripts/kernelspec.sh $* $(abspath $(B)) $@
@@ -90,7 +90,7 @@ image:
 	$(MAKE) --no-print-directory SANITIZER= B=build kernel
 	bash guest-image/build.sh build/cellvm-kernel build/image
 
-integration: all image
+integration: all image $(B)/tests/test_gw_vm_boot
 	CELLVM_BUILD=$(abspath $(B)) CELLVM_IMAGE=$(abspath build/image) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)
 
 test: all unit integration

@@ -13,6 +13,8 @@ PKGS=(
   # test and client tooling (run with /usr/bin/python3)
   python3-jupyter-client python3-ipykernel python3-nbclient python3-nbformat
   python3-jupyter-kernel-test python3-pytest python3-psutil
+  # the microvm backend (guest-image/build.sh installs its own build tools)
+  qemu-system-x86 qemu-utils
 )
 [ "${CELLVM_DEPS_EXTRA:-}" ] && PKGS+=(${CELLVM_DEPS_EXTRA})
 

@@ -1,0 +1,815 @@
+/*  gw_vm - one QEMU microVM: its command line, run directory and process.
+
+    The child side of fork() runs in a process that has other threads (the
+    ZeroMQ I/O threads), so between fork and exec it only makes
+    async-signal-safe calls; everything it needs is prepared beforehand.
+*/
+#include "gw_vm.h"
+#include "gw_log.h"
+#include "gw_rundir.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define S_MIB (1024ull * 1024)
+#define S_CONSOLE "console.log"
+#define S_QEMU_LOG "qemu.log"
+#define S_DISK "workspace.qcow2"
+#define S_CMDLINE "console=ttyS0 quiet panic=-1 reboot=t"
+#define S_SANDBOX "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
+#define S_PATH_MAX 1024                         //  longest path we put on QEMU's command line
+
+//  Indexes of the config's strings, which gw_vm_new copies.
+enum { S_QEMU, S_QEMU_IMG, S_IMAGE_DIR, S_KERNEL, S_INITRD, S_ROOTFS, S_RUN_BASE,
+       S_APPEND, S_CPU, S_MEM_PATH, S_DISK_BACKING, S_NSTR };
+
+struct _gw_vm_t {
+    gw_vm_config_t cfg;                         //  resolved; strings point into str
+    char *str [S_NSTR];                         //  owned copies of cfg's strings
+    gw_rundir_t *dir;                           //  run directory, owned
+    char console_log [PATH_MAX];                //  dir/console.log
+    char **argv;                                //  QEMU's argv, owned
+    char accel_reason [192];                    //  why this accelerator
+    pid_t pid;                                  //  QEMU, and its process group; 0 = none
+    bool started;                               //  gw_vm_start succeeded
+    int64_t started_ms;                         //  monotonic time of the spawn
+};
+
+//  The ports QEMU listens on: name for gw_vm_connect_port, socket file.
+static const struct { const char *name, *file; } s_ports [] = {
+    { "kernel", "kernel.sock" }, { "init", "init.sock" }, { "qmp", "qmp.sock" }
+};
+
+static int64_t
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+gw_vm_config_defaults (gw_vm_config_t *cfg)
+{
+    assert (cfg);
+    memset (cfg, 0, sizeof *cfg);
+    cfg->qemu = "qemu-system-x86_64";
+    cfg->qemu_img = "qemu-img";
+    cfg->accel = GW_ACCEL_AUTO;
+    cfg->mem_mib = 512;
+    cfg->vcpus = 1;
+    cfg->disk_bytes = 1024 * S_MIB;
+    cfg->port_timeout_ms = 10000;
+}
+
+//  ==========================================================================
+//  The command line (pure).
+
+typedef struct {
+    char **v;                                   //  NULL-terminated
+    size_t n, cap;
+} s_args_t;
+
+static void
+s_add (s_args_t *a, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+static void
+s_add (s_args_t *a, const char *fmt, ...)
+{
+    if (a->n + 2 > a->cap) {
+        a->cap = a->cap ? a->cap * 2 : 64;
+        a->v = realloc (a->v, a->cap * sizeof *a->v);
+        if (!a->v)
+            abort ();
+    }
+    va_list args;
+    va_start (args, fmt);
+    if (vasprintf (&a->v [a->n], fmt, args) < 0)
+        abort ();
+    va_end (args);
+    a->v [++a->n] = NULL;
+}
+
+void
+gw_vm_argv_destroy (char ***argv_p)
+{
+    assert (argv_p);
+    char **argv = *argv_p;
+    for (size_t i = 0; argv && argv [i]; i++)
+        free (argv [i]);
+    free (argv);
+    *argv_p = NULL;
+}
+
+//  A value QEMU's option parser takes verbatim: no control characters, and
+//  no comma unless allowed (a comma would start a new option: injection).
+static bool
+s_clean (const char *s, bool comma_ok, size_t max)
+{
+    if (!s || !*s || strlen (s) > max)
+        return false;
+    for (; *s; s++)
+        if ((unsigned char) *s < 0x20 || *s == 0x7f || (*s == ',' && !comma_ok))
+            return false;
+    return true;
+}
+
+static bool
+s_cpu_ok (const char *cpu)
+{
+    return cpu && *cpu && strlen (cpu) < 256
+        && strspn (cpu, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                        "0123456789,._+=-") == strlen (cpu);
+}
+
+//  The image file path: explicit, or image_dir/name. "" when neither.
+static void
+s_image_path (const char *explicit, const char *dir, const char *name, char *out, size_t cap)
+{
+    if (explicit)
+        snprintf (out, cap, "%s", explicit);
+    else if (dir)
+        snprintf (out, cap, "%s/%s", dir, name);
+    else
+        out [0] = 0;
+}
+
+static const char *
+s_check_numbers (const gw_vm_config_t *cfg)
+{
+    if (cfg->accel != GW_ACCEL_KVM && cfg->accel != GW_ACCEL_TCG)
+        return "accel must be resolved to kvm or tcg";
+    if (cfg->mem_mib < 64 || cfg->mem_mib > 1024 * 1024)
+        return "memory must be 64 MiB .. 1 TiB";
+    if (cfg->vcpus < 1 || cfg->vcpus > 64)
+        return "vcpus must be 1 .. 64";
+    if (cfg->disk_bytes < 16 * S_MIB || cfg->disk_bytes > 16 * 1024 * 1024 * S_MIB)
+        return "disk size must be 16 MiB .. 16 TiB";
+    if (cfg->tsc_khz > 20000000)
+        return "tsc_khz out of range";
+    return NULL;
+}
+
+static int
+s_check_config (const gw_vm_config_t *cfg, const char *run_dir, const char *paths [3],
+                char *err, size_t errlen)
+{
+    const char *why = s_check_numbers (cfg), *what = "config";
+    const struct { const char *what, *value; bool required, comma_ok; } checks [] = {
+        { "qemu", cfg->qemu, true, false },   { "kernel", paths [0], true, false },
+        { "initrd", paths [1], true, false }, { "rootfs", paths [2], true, false },
+        { "run dir", run_dir, true, false },  { "mem_path", cfg->mem_path, false, false },
+        { "append", cfg->append, false, true }
+    };
+    for (size_t i = 0; !why && i < sizeof checks / sizeof checks [0]; i++)
+        if ((checks [i].required || checks [i].value)
+        &&  !s_clean (checks [i].value, checks [i].comma_ok, S_PATH_MAX)) {
+            what = checks [i].what;
+            why = "missing, too long, or holds a comma or control character";
+        }
+    //  sun_path is 108 bytes: the longest socket is run_dir/kernel.sock.
+    struct sockaddr_un addr;
+    if (!why && strlen (run_dir) + sizeof "/kernel.sock" > sizeof addr.sun_path)
+        why = "run dir path too long for unix sockets", what = "run dir";
+    if (!why && cfg->cpu && !s_cpu_ok (cfg->cpu))
+        why = "bad cpu model", what = "cpu";
+    if (why)
+        snprintf (err, errlen, "vm %s: %s", what, why);
+    return why ? -EINVAL : 0;
+}
+
+//  Machine, accelerator, CPU and RAM (in a file when snapshotting).
+static void
+s_args_machine (s_args_t *a, const gw_vm_config_t *cfg)
+{
+    bool kvm = cfg->accel == GW_ACCEL_KVM;
+    s_add (a, "-M");
+    s_add (a, "microvm%s", cfg->mem_path ? ",memory-backend=mem" : "");
+    s_add (a, "-accel");
+    s_add (a, "%s", kvm ? "kvm" : "tcg");
+    s_add (a, "-cpu");
+    s_add (a, "%s", cfg->cpu ? cfg->cpu : kvm ? "host" : "max");
+    s_add (a, "-m");
+    s_add (a, "%u", cfg->mem_mib);
+    s_add (a, "-smp");
+    s_add (a, "%u", cfg->vcpus);
+    if (cfg->mem_path) {
+        s_add (a, "-object");
+        s_add (a, "memory-backend-file,id=mem,size=%uM,mem-path=%s,share=%s",
+               cfg->mem_mib, cfg->mem_path, cfg->mem_share ? "on" : "off");
+    }
+}
+
+//  Nothing by default, no network, no display, no reboot, and a seccomp
+//  filter: no exec, no privilege changes, no scheduler/affinity games.
+static void
+s_args_isolation (s_args_t *a)
+{
+    const char *flags [] = { "-nodefaults", "-no-user-config", "-nic", "none",
+                             "-display", "none", "-no-reboot", "-sandbox", S_SANDBOX };
+    for (size_t i = 0; i < sizeof flags / sizeof flags [0]; i++)
+        s_add (a, "%s", flags [i]);
+}
+
+static void
+s_args_boot (s_args_t *a, const gw_vm_config_t *cfg, const char *run_dir, const char *paths [3])
+{
+    s_add (a, "-serial");
+    s_add (a, "file:%s/" S_CONSOLE, run_dir);
+    s_add (a, "-kernel");
+    s_add (a, "%s", paths [0]);
+    s_add (a, "-initrd");
+    s_add (a, "%s", paths [1]);
+    s_add (a, "-append");
+    char tsc [32] = "";
+    if (cfg->tsc_khz)                           //  TCG hangs calibrating against the PIT without it
+        snprintf (tsc, sizeof tsc, " tsc_early_khz=%u", cfg->tsc_khz);
+    s_add (a, S_CMDLINE "%s%s%s", tsc, cfg->append ? " " : "", cfg->append ? cfg->append : "");
+}
+
+//  The device list. Its order is part of the snapshot contract: a restored
+//  VM must have the template's exact device model, so change nothing here
+//  without changing the template key.
+static void
+s_args_devices (s_args_t *a, const gw_vm_config_t *cfg, const char *run_dir, const char *rootfs)
+{
+    s_add (a, "-drive");
+    s_add (a, "file=%s,if=none,id=root,format=raw,readonly=on", rootfs);
+    s_add (a, "-device");
+    s_add (a, "virtio-blk-device,drive=root");
+    //  A host-side write error reaches the guest as EIO instead of pausing it.
+    s_add (a, "-drive");
+    s_add (a, "file=%s/" S_DISK ",if=none,id=ws,format=qcow2,werror=report,rerror=report",
+           run_dir);
+    s_add (a, "-device");
+    s_add (a, "virtio-blk-device,drive=ws");
+    s_add (a, "-device");
+    s_add (a, "virtio-serial-device");
+    const char *ids [] = { "k", "i" }, *names [] = { "cellvm.kernel", "cellvm.init" };
+    for (int i = 0; i < 2; i++) {
+        s_add (a, "-chardev");
+        s_add (a, "socket,id=%s,path=%s/%s,server=on,wait=off", ids [i], run_dir,
+               s_ports [i].file);
+        s_add (a, "-device");
+        s_add (a, "virtserialport,chardev=%s,name=%s", ids [i], names [i]);
+    }
+    s_add (a, "-device");
+    s_add (a, "virtio-rng-device");
+    s_add (a, "-qmp");
+    s_add (a, "unix:%s/%s,server=on,wait=off", run_dir, s_ports [2].file);
+    if (cfg->incoming_defer) {
+        s_add (a, "-incoming");
+        s_add (a, "defer");
+    }
+}
+
+int
+gw_vm_build_argv (const gw_vm_config_t *cfg, const char *run_dir, char ***argv_p,
+                  char *err, size_t errlen)
+{
+    assert (cfg && argv_p && err);
+    *argv_p = NULL;
+    char kernel [S_PATH_MAX + 2], initrd [S_PATH_MAX + 2], rootfs [S_PATH_MAX + 2];
+    s_image_path (cfg->kernel, cfg->image_dir, "vmlinux", kernel, sizeof kernel);
+    s_image_path (cfg->initrd, cfg->image_dir, "initrd.img", initrd, sizeof initrd);
+    s_image_path (cfg->rootfs, cfg->image_dir, "rootfs.ext4", rootfs, sizeof rootfs);
+    const char *paths [3] = { kernel, initrd, rootfs };
+    int rc = s_check_config (cfg, run_dir, paths, err, errlen);
+    if (rc < 0)
+        return rc;
+    s_args_t a = { 0 };
+    s_add (&a, "%s", cfg->qemu);
+    s_args_machine (&a, cfg);
+    s_args_isolation (&a);
+    s_args_boot (&a, cfg, run_dir, paths);
+    s_args_devices (&a, cfg, run_dir, rootfs);
+    *argv_p = a.v;
+    return 0;
+}
+
+//  ==========================================================================
+//  Resolving the config: copies, defaults, executables, image files.
+
+static const char **
+s_field (gw_vm_config_t *cfg, int i)
+{
+    const char **fields [S_NSTR] = {
+        &cfg->qemu, &cfg->qemu_img, &cfg->image_dir, &cfg->kernel, &cfg->initrd,
+        &cfg->rootfs, &cfg->run_base, &cfg->append, &cfg->cpu, &cfg->mem_path,
+        &cfg->disk_backing
+    };
+    return fields [i];
+}
+
+//  Make string i of the config value (taken; NULL allowed).
+static void
+s_set (gw_vm_t *self, int i, char *value)
+{
+    free (self->str [i]);
+    self->str [i] = value;
+    *s_field (&self->cfg, i) = value;
+}
+
+static char *
+s_strdup (const char *s)
+{
+    char *copy = s ? strdup (s) : NULL;
+    if (s && !copy)
+        abort ();
+    return copy;
+}
+
+//  Full path of an executable: name itself if it holds a '/', else the
+//  first match on PATH. NULL when there is none. Resolved here because the
+//  child may only call execv (execvp is not async-signal-safe).
+static char *
+s_which (const char *name)
+{
+    if (strchr (name, '/'))
+        return access (name, X_OK) == 0 ? s_strdup (name) : NULL;
+    const char *path = getenv ("PATH");
+    char *dirs = s_strdup (path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+    char *found = NULL, *save = NULL;
+    for (char *dir = strtok_r (dirs, ":", &save); dir && !found;
+         dir = strtok_r (NULL, ":", &save)) {
+        char full [PATH_MAX];
+        struct stat st;
+        int n = snprintf (full, sizeof full, "%s/%s", dir, name);
+        if (n > 0 && (size_t) n < sizeof full && stat (full, &st) == 0
+        &&  S_ISREG (st.st_mode) && access (full, X_OK) == 0)
+            found = s_strdup (full);
+    }
+    free (dirs);
+    return found;
+}
+
+//  A readable regular file, or an error naming it.
+static int
+s_check_file (const char *what, const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    const char *why = NULL;
+    if (stat (path, &st) < 0 || access (path, R_OK) < 0)
+        why = strerror (errno);
+    else if (!S_ISREG (st.st_mode))
+        why = "not a regular file";
+    if (why)
+        snprintf (err, errlen, "vm %s %s: %s%s", what, path, why,
+                  strcmp (what, "disk backing") ? " (run make image?)" : "");
+    return why ? -ENOENT : 0;
+}
+
+static int
+s_resolve_files (gw_vm_t *self, char *err, size_t errlen)
+{
+    const char *names [] = { "vmlinux", "initrd.img", "rootfs.ext4" };
+    for (int i = 0; i < 3; i++) {
+        if (!self->str [S_KERNEL + i] && !self->cfg.image_dir) {
+            snprintf (err, errlen, "vm: no image dir configured");
+            return -EINVAL;
+        }
+        if (!self->str [S_KERNEL + i]) {
+            char path [PATH_MAX];
+            snprintf (path, sizeof path, "%s/%s", self->cfg.image_dir, names [i]);
+            s_set (self, S_KERNEL + i, s_strdup (path));
+        }
+        if (s_check_file (names [i], self->str [S_KERNEL + i], err, errlen) < 0)
+            return -ENOENT;
+    }
+    if (self->cfg.disk_backing && self->cfg.disk_backing [0] != '/') {
+        snprintf (err, errlen, "vm disk backing %s: must be an absolute path",
+                  self->cfg.disk_backing);
+        return -EINVAL;
+    }
+    if (self->cfg.disk_backing)
+        return s_check_file ("disk backing", self->cfg.disk_backing, err, errlen);
+    return 0;
+}
+
+static int
+s_resolve (gw_vm_t *self, char *err, size_t errlen)
+{
+    for (int i = S_QEMU; i <= S_QEMU_IMG; i++) {
+        const char *name = self->str [i] ? self->str [i] : "";
+        char *path = s_which (name);
+        if (!path) {
+            snprintf (err, errlen, "vm: %s not found or not executable "
+                      "(install qemu-system-x86 and qemu-utils)", name);
+            return -ENOENT;
+        }
+        s_set (self, i, path);
+    }
+    return s_resolve_files (self, err, errlen);
+}
+
+//  The accelerator (probed unless given) and the TCG clock rate.
+static int
+s_choose_accel (gw_vm_t *self, char *err, size_t errlen)
+{
+    gw_accel_probe_t probe;
+    gw_accel_probe (&probe);
+    int accel = gw_accel_choose (self->cfg.accel, &probe, self->accel_reason,
+                                 sizeof self->accel_reason);
+    if (accel < 0) {
+        snprintf (err, errlen, "vm: %s", self->accel_reason);
+        return accel;
+    }
+    gw_log (self->cfg.accel == GW_ACCEL_AUTO ? GW_LOG_INFO : GW_LOG_DEBUG, "vm.accel",
+            "accel=%s reason=\"%s\"", gw_accel_name (accel), self->accel_reason);
+    self->cfg.accel = (gw_accel_t) accel;
+    if (!self->cfg.tsc_khz)
+        self->cfg.tsc_khz = gw_accel_tsc_khz ();
+    if (!self->cfg.tsc_khz && accel == GW_ACCEL_TCG)
+        gw_log (GW_LOG_WARN, "vm.tsc_unknown", "reason=\"host TSC rate unknown: the guest "
+                "may hang calibrating its clock\"");
+    return 0;
+}
+
+gw_vm_t *
+gw_vm_new (const gw_vm_config_t *cfg, char *err, size_t errlen)
+{
+    assert (cfg && err);
+    gw_vm_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    self->cfg = *cfg;
+    for (int i = 0; i < S_NSTR; i++)
+        s_set (self, i, s_strdup (*s_field (&self->cfg, i)));
+    if (s_resolve (self, err, errlen) < 0 || s_choose_accel (self, err, errlen) < 0)
+        goto fail;
+    self->dir = gw_rundir_new (self->cfg.run_base, err, errlen);
+    if (!self->dir
+    ||  gw_vm_build_argv (&self->cfg, gw_rundir_path (self->dir), &self->argv, err, errlen) < 0)
+        goto fail;
+    gw_rundir_file (self->dir, S_CONSOLE, self->console_log, sizeof self->console_log);
+    return self;
+fail:
+    gw_vm_destroy (&self);
+    return NULL;
+}
+
+//  ==========================================================================
+//  Processes.
+
+typedef struct {
+    char **argv;                                //  argv [0] is the full path
+    const char *cwd;                            //  working directory
+    int log_fd;                                 //  stdout and stderr
+    int null_fd;                                //  stdin
+    rlim_t fsize;                               //  RLIMIT_FSIZE, 0: unchanged
+    pid_t parent;                               //  the gateway
+} s_spawn_t;
+
+//  Child side, between fork and exec: async-signal-safe calls only.
+static void
+s_child (const s_spawn_t *sp, int report_fd) __attribute__ ((noreturn));
+
+static void
+s_child (const s_spawn_t *sp, int report_fd)
+{
+    setpgid (0, 0);                             //  killpg reaches all of it
+    prctl (PR_SET_PDEATHSIG, SIGKILL);          //  dies with the gateway, even by SIGKILL
+    if (getppid () != sp->parent)
+        _exit (127);                            //  the gateway already died
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++)
+        sigaction (sig, &sa, NULL);
+    //  Over RLIMIT_FSIZE a write fails with EFBIG instead of killing QEMU.
+    sa.sa_handler = SIG_IGN;
+    sigaction (SIGXFSZ, &sa, NULL);
+    sigset_t none;
+    sigemptyset (&none);
+    sigprocmask (SIG_SETMASK, &none, NULL);
+    struct rlimit no_core = { 0, 0 }, fsize = { sp->fsize, sp->fsize };
+    setrlimit (RLIMIT_CORE, &no_core);          //  no 512 MiB core files
+    if (sp->fsize)
+        setrlimit (RLIMIT_FSIZE, &fsize);
+    if (chdir (sp->cwd) < 0 || dup2 (sp->null_fd, 0) < 0 || dup2 (sp->log_fd, 1) < 0
+    ||  dup2 (sp->log_fd, 2) < 0)
+        goto fail;
+    close_range (3, ~0U, CLOSE_RANGE_CLOEXEC);  //  no gateway fd leaks in; report closes on exec
+    execv (sp->argv [0], sp->argv);
+fail:;
+    int e = errno;
+    (void) !write (report_fd, &e, sizeof e);
+    _exit (127);
+}
+
+//  Fork and exec; returns once the child has exec'd (its report pipe
+//  closed) or with the errno it reported.
+static int
+s_spawn (const s_spawn_t *sp, pid_t *pid_p)
+{
+    int report [2];
+    if (pipe2 (report, O_CLOEXEC) < 0)
+        return -errno;
+    pid_t pid = fork ();
+    if (pid < 0) {
+        int e = errno;
+        close (report [0]);
+        close (report [1]);
+        return -e;
+    }
+    if (pid == 0)
+        s_child (sp, report [1]);
+    setpgid (pid, pid);                         //  also here: no race with killpg
+    close (report [1]);
+    int e = 0;
+    ssize_t n;
+    do
+        n = read (report [0], &e, sizeof e);
+    while (n < 0 && errno == EINTR);
+    close (report [0]);
+    if (n == (ssize_t) sizeof e) {
+        waitpid (pid, NULL, 0);
+        return -(e ? e : EIO);
+    }
+    *pid_p = pid;
+    return 0;
+}
+
+//  Every file QEMU writes is capped: the qcow2 can grow to its virtual size
+//  plus metadata (<1/4000 of it), RAM and migration files to the RAM size,
+//  and the console log cannot fill the host disk.
+static rlim_t
+s_fsize_limit (const gw_vm_config_t *cfg)
+{
+    uint64_t disk = cfg->disk_bytes + cfg->disk_bytes / 64 + 16 * S_MIB;
+    uint64_t ram = (uint64_t) cfg->mem_mib * S_MIB + 16 * S_MIB;
+    return (rlim_t) (disk > ram ? disk : ram);
+}
+
+//  qemu-img create -f qcow2 [-b backing -F qcow2] dir/workspace.qcow2 SIZE
+static int
+s_create_disk (gw_vm_t *self, s_spawn_t *sp, char *err, size_t errlen)
+{
+    char path [PATH_MAX], size [32];
+    gw_rundir_file (self->dir, S_DISK, path, sizeof path);
+    snprintf (size, sizeof size, "%llu", (unsigned long long) self->cfg.disk_bytes);
+    char *argv [12] = { (char *) self->cfg.qemu_img, "create", "-q", "-f", "qcow2" };
+    int n = 5;
+    if (self->cfg.disk_backing) {
+        argv [n++] = "-b";
+        argv [n++] = (char *) self->cfg.disk_backing;
+        argv [n++] = "-F";
+        argv [n++] = "qcow2";
+    }
+    argv [n++] = path;
+    argv [n++] = size;
+    sp->argv = argv;
+    pid_t pid = 0;
+    int64_t t0 = s_now_ms ();
+    int status = 0, rc = s_spawn (sp, &pid);
+    while (rc == 0 && waitpid (pid, &status, 0) < 0)
+        if (errno != EINTR) {
+            rc = -errno;
+            break;
+        }
+    if (rc == 0 && (!WIFEXITED (status) || WEXITSTATUS (status) != 0))
+        rc = -EIO;
+    if (rc < 0)
+        snprintf (err, errlen, "qemu-img create %s failed (%s); see %s/" S_QEMU_LOG, path,
+                  rc == -EIO ? "non-zero exit" : strerror (-rc), gw_rundir_path (self->dir));
+    else
+        gw_log (GW_LOG_DEBUG, "vm.disk_created", "path=%s bytes=%s ms=%lld", path, size,
+                (long long) (s_now_ms () - t0));
+    return rc;
+}
+
+int
+gw_vm_start (gw_vm_t *self, char *err, size_t errlen)
+{
+    assert (self && err);
+    if (self->started)
+        return -EALREADY;
+    char log_path [PATH_MAX];
+    gw_rundir_file (self->dir, S_QEMU_LOG, log_path, sizeof log_path);
+    s_spawn_t sp = { .cwd = gw_rundir_path (self->dir), .parent = getpid (),
+                     .fsize = s_fsize_limit (&self->cfg) };
+    sp.log_fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    sp.null_fd = open ("/dev/null", O_RDWR | O_CLOEXEC);
+    int rc = sp.log_fd < 0 || sp.null_fd < 0 ? -errno : 0;
+    if (rc < 0) {
+        snprintf (err, errlen, "vm: cannot open %s: %s", log_path, strerror (-rc));
+        goto fail;
+    }
+    rc = s_create_disk (self, &sp, err, errlen);
+    if (rc < 0)
+        goto fail;
+    sp.argv = self->argv;
+    rc = s_spawn (&sp, &self->pid);
+    if (rc < 0) {
+        snprintf (err, errlen, "vm: cannot start %s: %s", self->cfg.qemu, strerror (-rc));
+        goto fail;
+    }
+    self->started = true;
+    self->started_ms = s_now_ms ();
+    char pid_text [24];
+    snprintf (pid_text, sizeof pid_text, "%d\n", (int) self->pid);
+    gw_rundir_write (self->dir, "qemu.pid", pid_text);  //  for the sweeper
+    gw_log (GW_LOG_INFO, "vm.spawned", "pid=%d accel=%s mem_mib=%u vcpus=%u dir=%s",
+            (int) self->pid, gw_accel_name (self->cfg.accel), self->cfg.mem_mib,
+            self->cfg.vcpus, gw_rundir_path (self->dir));
+fail:
+    if (sp.log_fd >= 0)
+        close (sp.log_fd);
+    if (sp.null_fd >= 0)
+        close (sp.null_fd);
+    return rc;
+}
+
+//  ==========================================================================
+//  Ports.
+
+//  True once QEMU has exited; it stays a zombie for gw_vm_reap (WNOWAIT).
+static bool
+s_has_exited (pid_t pid)
+{
+    siginfo_t si;
+    memset (&si, 0, sizeof si);
+    return waitid (P_PID, (id_t) pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
+}
+
+static int
+s_connect_unix (const char *path, int *fd_p)
+{
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    if (strlen (path) >= sizeof addr.sun_path)
+        return -ENAMETOOLONG;
+    strcpy (addr.sun_path, path);
+    //  Non-blocking: a full backlog must not stall the reactor.
+    int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect (fd, (struct sockaddr *) &addr, sizeof addr) < 0) {
+        int e = errno;
+        close (fd);
+        return -e;
+    }
+    fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) & ~O_NONBLOCK);
+    *fd_p = fd;
+    return 0;
+}
+
+int
+gw_vm_connect_port (gw_vm_t *self, const char *name, int *fd_p)
+{
+    assert (self && name && fd_p);
+    size_t i = 0, nports = sizeof s_ports / sizeof s_ports [0];
+    while (i < nports && strcmp (name, s_ports [i].name))
+        i++;
+    if (i == nports)
+        return -EINVAL;
+    if (!self->started)
+        return -ECHILD;
+    if (!self->pid || s_has_exited (self->pid))
+        return -ESRCH;
+    char path [PATH_MAX];
+    gw_rundir_file (self->dir, s_ports [i].file, path, sizeof path);
+    int rc = s_connect_unix (path, fd_p);
+    int64_t ms = s_now_ms () - self->started_ms;
+    if (rc == 0)
+        gw_log (GW_LOG_INFO, "vm.port_connected", "pid=%d port=%s ms=%lld",
+                (int) self->pid, name, (long long) ms);
+    else if (rc == -ENOENT || rc == -ECONNREFUSED || rc == -EAGAIN)
+        rc = ms > self->cfg.port_timeout_ms ? -ETIMEDOUT : -EAGAIN;
+    return rc;
+}
+
+int
+gw_vm_wait_port (gw_vm_t *self, const char *name, int timeout_ms, int *fd_p)
+{
+    int64_t deadline = s_now_ms () + timeout_ms;
+    int rc;
+    while ((rc = gw_vm_connect_port (self, name, fd_p)) == -EAGAIN) {
+        if (s_now_ms () >= deadline)
+            return -ETIMEDOUT;
+        struct timespec ts = { 0, 5 * 1000 * 1000 };
+        nanosleep (&ts, NULL);
+    }
+    return rc;
+}
+
+//  ==========================================================================
+//  Ending.
+
+int
+gw_vm_pid (gw_vm_t *self)
+{
+    assert (self);
+    return (int) self->pid;
+}
+
+int
+gw_vm_kill (gw_vm_t *self)
+{
+    assert (self);
+    if (!self->pid)
+        return -ESRCH;
+    if (killpg (self->pid, SIGKILL) < 0 && kill (self->pid, SIGKILL) < 0)
+        return -errno;
+    return 0;
+}
+
+static void
+s_log_exit (gw_vm_t *self, int status)
+{
+    char how [48];
+    if (WIFSIGNALED (status))
+        snprintf (how, sizeof how, "signal=%d", WTERMSIG (status));
+    else
+        snprintf (how, sizeof how, "exit_code=%d", WEXITSTATUS (status));
+    gw_log (GW_LOG_INFO, "vm.exited", "pid=%d %s uptime_ms=%lld", (int) self->pid, how,
+            (long long) (s_now_ms () - self->started_ms));
+}
+
+int
+gw_vm_reap (gw_vm_t *self, int *wstatus)
+{
+    assert (self);
+    if (!self->pid)
+        return -ECHILD;
+    int status = 0;
+    pid_t r = waitpid (self->pid, &status, WNOHANG);
+    if (r == 0 || (r < 0 && errno == EINTR))
+        return -EAGAIN;
+    if (r < 0) {                                //  someone else reaped it (a bug)
+        gw_log (GW_LOG_WARN, "vm.lost", "pid=%d reason=\"%s\"", (int) self->pid,
+                strerror (errno));
+        status = 0;
+    }
+    //  No killpg of the group now: the pid may already be reused, and QEMU
+    //  under -sandbox spawn=deny has no children to leave behind.
+    s_log_exit (self, status);
+    self->pid = 0;
+    if (wstatus)
+        *wstatus = status;
+    return 0;
+}
+
+void
+gw_vm_destroy (gw_vm_t **self_p)
+{
+    assert (self_p);
+    gw_vm_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->pid) {
+        gw_vm_kill (self);
+        int status = 0;
+        while (waitpid (self->pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        s_log_exit (self, status);
+    }
+    gw_rundir_destroy (&self->dir);
+    gw_vm_argv_destroy (&self->argv);
+    for (int i = 0; i < S_NSTR; i++)
+        free (self->str [i]);
+    free (self);
+    *self_p = NULL;
+}
+
+const char *
+gw_vm_run_dir (gw_vm_t *self)
+{
+    assert (self);
+    return gw_rundir_path (self->dir);
+}
+
+const char *
+gw_vm_console_log (gw_vm_t *self)
+{
+    assert (self);
+    return self->console_log;
+}
+
+gw_accel_t
+gw_vm_accel (gw_vm_t *self)
+{
+    assert (self);
+    return self->cfg.accel;
+}
+
+const char *
+gw_vm_accel_reason (gw_vm_t *self)
+{
+    assert (self);
+    return self->accel_reason;
+}

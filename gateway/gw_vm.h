@@ -1,0 +1,115 @@
+/*  gw_vm - one QEMU microVM: its command line, run directory and process.
+
+    A VM lives in a private run directory (mode 0700) under a base directory
+    and leaves nothing behind: sockets, console log, QEMU's own log and the
+    session's writable /workspace disk are all deleted by gw_vm_destroy.
+
+        gw_vm_new      check the config, pick the accelerator, make the run dir
+        gw_vm_start    create the /workspace disk, spawn QEMU (does not wait
+                       for the guest: it boots in ~3 s under TCG)
+        gw_vm_connect_port  -EAGAIN until QEMU listens on that port, then a
+                       connected fd ("kernel", "init" or "qmp")
+        gw_vm_reap     -EAGAIN while QEMU runs, then its wait status
+        gw_vm_kill     SIGKILL QEMU's process group
+        gw_vm_destroy  kill, reap, delete the run dir
+
+    QEMU runs in its own process group with PR_SET_PDEATHSIG(SIGKILL), so it
+    dies with the gateway, even when the gateway is SIGKILLed. Linux ties
+    that signal to the *thread* that forked: call gw_vm_start from a thread
+    that outlives the VM (the reactor thread), not from a short-lived one.
+
+    The argv builder is pure and the device list is a fixed function of the
+    config, so a VM restored from a snapshot gets exactly the template's
+    device model (docs/vm.md). Run dirs of dead gateways: gw_rundir_sweep.
+*/
+#ifndef GW_VM_H
+#define GW_VM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gw_accel.h"
+
+typedef struct _gw_vm_t gw_vm_t;
+
+//  Strings are borrowed: gw_vm_new copies what it keeps.
+typedef struct {
+    const char *qemu;                           //  QEMU binary, path or name on PATH
+    const char *qemu_img;                       //  qemu-img, path or name on PATH
+    const char *image_dir;                      //  holds vmlinux, initrd.img, rootfs.ext4
+    const char *kernel;                         //  NULL: image_dir/vmlinux
+    const char *initrd;                         //  NULL: image_dir/initrd.img
+    const char *rootfs;                         //  NULL: image_dir/rootfs.ext4
+    const char *run_base;                       //  NULL: gw_rundir_default_base
+    const char *append;                         //  more kernel command line, NULL: none
+    gw_accel_t accel;                           //  AUTO: probed by gw_vm_new
+    const char *cpu;                            //  NULL: "max" (tcg) / "host" (kvm)
+    unsigned mem_mib;                           //  guest RAM in MiB
+    unsigned vcpus;                             //  virtual CPUs
+    uint64_t disk_bytes;                        //  /workspace disk, virtual size
+    unsigned tsc_khz;                           //  host TSC rate, 0: read by gw_vm_new
+    unsigned port_timeout_ms;                   //  connect_port gives up after this
+    //  Snapshot hooks (restore needs the template's exact device model).
+    const char *mem_path;                       //  RAM in this file; NULL: anonymous
+    bool mem_share;                             //  share=on (template) / off (clone, CoW)
+    bool incoming_defer;                        //  -incoming defer (restore over QMP)
+    const char *disk_backing;                   //  /workspace qcow2 backing file, NULL: blank
+} gw_vm_config_t;
+
+//  Defaults: qemu-system-x86_64, qemu-img, accel auto, 512 MiB, 1 vCPU,
+//  1 GiB disk, 10 s port timeout; image_dir NULL (must be set).
+void gw_vm_config_defaults (gw_vm_config_t *cfg);
+
+//  Pure: QEMU's argv for cfg with run_dir as the run directory. cfg->accel
+//  must be KVM or TCG (resolved). Returns 0 and a NULL-terminated argv the
+//  caller frees with gw_vm_argv_destroy, or -EINVAL with the reason in err.
+int gw_vm_build_argv (const gw_vm_config_t *cfg, const char *run_dir, char ***argv_p,
+                      char *err, size_t errlen);
+
+//  Free an argv from gw_vm_build_argv; nulls *argv_p. NULL-safe.
+void gw_vm_argv_destroy (char ***argv_p);
+
+//  Check cfg and the image files, choose the accelerator (logged with its
+//  reason) and read the TSC rate if not given, then create the run dir.
+//  NULL with the reason in err on failure; nothing is left behind.
+gw_vm_t *gw_vm_new (const gw_vm_config_t *cfg, char *err, size_t errlen);
+
+//  Kill QEMU if it runs, reap it, delete the run dir, free; nulls *self_p.
+//  NULL-safe. Blocks only for the few ms a SIGKILLed QEMU takes to die.
+void gw_vm_destroy (gw_vm_t **self_p);
+
+//  Create the /workspace disk (qemu-img, ~50 ms) and spawn QEMU. Returns
+//  once QEMU has exec'd; -EALREADY if started before. 0 or -errno + err.
+int gw_vm_start (gw_vm_t *self, char *err, size_t errlen);
+
+//  Connect to a port: "kernel", "init" or "qmp". 0 and a connected,
+//  blocking, close-on-exec fd the caller owns; -EAGAIN while QEMU is not yet
+//  listening; -ESRCH once QEMU has exited; -ETIMEDOUT after
+//  port_timeout_ms from start; -ECHILD before start; -EINVAL bad name.
+//  QEMU serves one client per port: connect once and keep the fd.
+int gw_vm_connect_port (gw_vm_t *self, const char *name, int *fd_p);
+
+//  gw_vm_connect_port, retrying every few ms for up to timeout_ms. Blocks:
+//  for tests and tools, not for the reactor.
+int gw_vm_wait_port (gw_vm_t *self, const char *name, int timeout_ms, int *fd_p);
+
+//  QEMU's pid, 0 when not running (never started, or reaped).
+int gw_vm_pid (gw_vm_t *self);
+
+//  0 and *wstatus (waitpid status) once QEMU has exited; -EAGAIN while it
+//  runs; -ECHILD when there is nothing to reap.
+int gw_vm_reap (gw_vm_t *self, int *wstatus);
+
+//  SIGKILL QEMU's process group. 0, or -ESRCH when it is not running.
+int gw_vm_kill (gw_vm_t *self);
+
+//  The run dir, and the guest's serial console log inside it.
+const char *gw_vm_run_dir (gw_vm_t *self);
+const char *gw_vm_console_log (gw_vm_t *self);
+
+//  The accelerator in use (KVM or TCG) and the line that says why.
+gw_accel_t gw_vm_accel (gw_vm_t *self);
+const char *gw_vm_accel_reason (gw_vm_t *self);
+
+#endif

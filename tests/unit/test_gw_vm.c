@@ -1,0 +1,570 @@
+/*  test_gw_vm - QEMU's command line, and the VM process lifecycle.
+
+    The argv tests are pure. The lifecycle tests run this very binary as a
+    fake QEMU (TEST_GW_VM_FAKE_QEMU in the environment): it reports how it
+    was started (process group, death signal, limits, fds) into its run dir
+    and listens on the sockets its command line names, like QEMU does.
+
+    The real guest image is booted by test_gw_vm_boot.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "gw_rundir.h"
+#include "gw_vm.h"
+
+#define FAKE_ENV "TEST_GW_VM_FAKE_QEMU"
+#define SANDBOX "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
+
+//  ==========================================================================
+//  The command line.
+
+static gw_vm_config_t
+s_config (void)
+{
+    gw_vm_config_t cfg;
+    gw_vm_config_defaults (&cfg);
+    cfg.qemu = "/usr/bin/qemu-system-x86_64";
+    cfg.image_dir = "/img";
+    cfg.accel = GW_ACCEL_TCG;
+    cfg.tsc_khz = 2445428;
+    return cfg;
+}
+
+//  The value after flag, the n-th time flag appears (0-based); NULL if not.
+static const char *
+s_opt (char **argv, const char *flag, int n)
+{
+    for (int i = 0; argv [i]; i++)
+        if (strcmp (argv [i], flag) == 0 && n-- == 0)
+            return argv [i + 1];
+    return NULL;
+}
+
+static bool
+s_has (char **argv, const char *needle)
+{
+    for (int i = 0; argv [i]; i++)
+        if (strstr (argv [i], needle))
+            return true;
+    return false;
+}
+
+static void
+test_gw_vm_argv_is_exactly_the_recipe (void **state)
+{
+    (void) state;
+    //  The whole list, in order: a snapshot restores only into the
+    //  template's exact device model, so any change here must be deliberate.
+    const char *want [] = {
+        "/usr/bin/qemu-system-x86_64", "-M", "microvm", "-accel", "tcg", "-cpu", "max",
+        "-m", "512", "-smp", "1", "-nodefaults", "-no-user-config", "-nic", "none",
+        "-display", "none", "-no-reboot", "-sandbox", SANDBOX,
+        "-serial", "file:/r/vm-1/console.log", "-kernel", "/img/vmlinux",
+        "-initrd", "/img/initrd.img",
+        "-append", "console=ttyS0 quiet panic=-1 reboot=t tsc_early_khz=2445428",
+        "-drive", "file=/img/rootfs.ext4,if=none,id=root,format=raw,readonly=on",
+        "-device", "virtio-blk-device,drive=root",
+        "-drive", "file=/r/vm-1/workspace.qcow2,if=none,id=ws,format=qcow2,"
+                  "werror=report,rerror=report",
+        "-device", "virtio-blk-device,drive=ws",
+        "-device", "virtio-serial-device",
+        "-chardev", "socket,id=k,path=/r/vm-1/kernel.sock,server=on,wait=off",
+        "-device", "virtserialport,chardev=k,name=cellvm.kernel",
+        "-chardev", "socket,id=i,path=/r/vm-1/init.sock,server=on,wait=off",
+        "-device", "virtserialport,chardev=i,name=cellvm.init",
+        "-device", "virtio-rng-device",
+        "-qmp", "unix:/r/vm-1/qmp.sock,server=on,wait=off", NULL
+    };
+    gw_vm_config_t cfg = s_config ();
+    char **argv = NULL, err [256];
+    assert_int_equal (gw_vm_build_argv (&cfg, "/r/vm-1", &argv, err, sizeof err), 0);
+    size_t i = 0;
+    for (; want [i]; i++) {
+        assert_non_null (argv [i]);
+        assert_string_equal (argv [i], want [i]);
+    }
+    assert_null (argv [i]);
+    gw_vm_argv_destroy (&argv);
+    assert_null (argv);
+}
+
+static void
+test_gw_vm_argv_has_no_network_and_every_isolation_flag (void **state)
+{
+    (void) state;
+    gw_vm_config_t cfg = s_config ();
+    char **argv = NULL, err [256];
+    assert_int_equal (gw_vm_build_argv (&cfg, "/r/vm-1", &argv, err, sizeof err), 0);
+    assert_string_equal (s_opt (argv, "-sandbox", 0), SANDBOX);
+    assert_string_equal (s_opt (argv, "-nic", 0), "none");
+    assert_non_null (s_opt (argv, "-nodefaults", 0) ? "" : NULL);
+    assert_true (s_has (argv, "-no-user-config") && s_has (argv, "-no-reboot"));
+    assert_string_equal (s_opt (argv, "-display", 0), "none");
+    //  No network device, no host directory, no exec, no monitor on stdio.
+    const char *never [] = { "-netdev", "-net", "net-", "virtio-net", "user,", "tap",
+                             "9p", "virtfs", "vhost", "exec:", "stdio", "-monitor",
+                             "-incoming", "-object", "-S" };
+    for (size_t i = 0; i < sizeof never / sizeof never [0]; i++)
+        assert_false (s_has (argv, never [i]));
+    //  The shared base image is read-only; panics end QEMU instead of rebooting.
+    assert_non_null (strstr (s_opt (argv, "-drive", 0), "readonly=on"));
+    assert_non_null (strstr (s_opt (argv, "-append", 0), "panic=-1"));
+    gw_vm_argv_destroy (&argv);
+}
+
+static void
+test_gw_vm_argv_follows_the_config (void **state)
+{
+    (void) state;
+    gw_vm_config_t cfg = s_config ();
+    cfg.accel = GW_ACCEL_KVM;
+    cfg.mem_mib = 2048;
+    cfg.vcpus = 2;
+    cfg.tsc_khz = 0;
+    cfg.append = "cellvm.debug=1 console=ttyS0,115200";
+    cfg.kernel = "/k/vmlinux-test";
+    char **argv = NULL, err [256];
+    assert_int_equal (gw_vm_build_argv (&cfg, "/r/vm-2", &argv, err, sizeof err), 0);
+    assert_string_equal (s_opt (argv, "-accel", 0), "kvm");
+    assert_string_equal (s_opt (argv, "-cpu", 0), "host");
+    assert_string_equal (s_opt (argv, "-m", 0), "2048");
+    assert_string_equal (s_opt (argv, "-smp", 0), "2");
+    assert_string_equal (s_opt (argv, "-kernel", 0), "/k/vmlinux-test");
+    assert_string_equal (s_opt (argv, "-initrd", 0), "/img/initrd.img");
+    assert_string_equal (s_opt (argv, "-append", 0), "console=ttyS0 quiet panic=-1 reboot=t "
+                         "cellvm.debug=1 console=ttyS0,115200");
+    gw_vm_argv_destroy (&argv);
+    cfg.cpu = "host,-arch-capabilities";
+    assert_int_equal (gw_vm_build_argv (&cfg, "/r/vm-2", &argv, err, sizeof err), 0);
+    assert_string_equal (s_opt (argv, "-cpu", 0), "host,-arch-capabilities");
+    gw_vm_argv_destroy (&argv);
+}
+
+static void
+test_gw_vm_argv_has_the_snapshot_hooks (void **state)
+{
+    (void) state;
+    gw_vm_config_t cfg = s_config ();
+    cfg.mem_path = "/dev/shm/cellvm-t1.ram";
+    cfg.mem_share = true;                       //  the template writes through
+    char **t = NULL, **c = NULL, err [256];
+    assert_int_equal (gw_vm_build_argv (&cfg, "/r/t", &t, err, sizeof err), 0);
+    assert_string_equal (s_opt (t, "-M", 0), "microvm,memory-backend=mem");
+    assert_string_equal (s_opt (t, "-object", 0), "memory-backend-file,id=mem,size=512M,"
+                         "mem-path=/dev/shm/cellvm-t1.ram,share=on");
+    assert_null (s_opt (t, "-incoming", 0));
+    cfg.mem_share = false;                      //  a clone maps it copy-on-write
+    cfg.incoming_defer = true;
+    assert_int_equal (gw_vm_build_argv (&cfg, "/r/c", &c, err, sizeof err), 0);
+    assert_non_null (strstr (s_opt (c, "-object", 0), ",share=off"));
+    assert_string_equal (s_opt (c, "-incoming", 0), "defer");
+    //  Same devices in the same order, only paths differ.
+    size_t nt = 0, nc = 0;
+    while (t [nt])
+        nt++;
+    while (c [nc])
+        nc++;
+    assert_int_equal (nc, nt + 2);
+    for (size_t i = 0; i < nt; i++)
+        if (strcmp (t [i], "-device") == 0)
+            assert_string_equal (t [i + 1], c [i + 1]);
+    gw_vm_argv_destroy (&t);
+    gw_vm_argv_destroy (&c);
+}
+
+//  Build with one field spoiled: must fail with -EINVAL and say what.
+static void
+s_rejects (gw_vm_config_t cfg, const char *run_dir, const char *what)
+{
+    char **argv = NULL, err [256] = "";
+    assert_int_equal (gw_vm_build_argv (&cfg, run_dir, &argv, err, sizeof err), -EINVAL);
+    assert_null (argv);
+    if (!strstr (err, what))
+        fail_msg ("error \"%s\" does not mention \"%s\"", err, what);
+}
+
+static void
+test_gw_vm_argv_rejects_bad_config (void **state)
+{
+    (void) state;
+    gw_vm_config_t cfg = s_config ();
+    cfg.accel = GW_ACCEL_AUTO;
+    s_rejects (cfg, "/r/x", "accel must be resolved");
+    cfg = s_config (), cfg.mem_mib = 16;
+    s_rejects (cfg, "/r/x", "memory");
+    cfg = s_config (), cfg.vcpus = 0;
+    s_rejects (cfg, "/r/x", "vcpus");
+    cfg = s_config (), cfg.disk_bytes = 4096;
+    s_rejects (cfg, "/r/x", "disk size");
+    //  A comma would smuggle drive options in: readonly=off on the base.
+    cfg = s_config (), cfg.image_dir = "/img/x,readonly=off,file=/etc/shadow";
+    s_rejects (cfg, "/r/x", "holds a comma");
+    cfg = s_config ();
+    s_rejects (cfg, "/r/x,server=off", "run dir");
+    cfg = s_config (), cfg.mem_path = "/dev/shm/a,share=on";
+    s_rejects (cfg, "/r/x", "mem_path");
+    cfg = s_config (), cfg.append = "quiet\ninit=/bin/sh";
+    s_rejects (cfg, "/r/x", "append");
+    cfg = s_config (), cfg.cpu = "max -device x";
+    s_rejects (cfg, "/r/x", "cpu");
+    cfg = s_config (), cfg.image_dir = NULL;
+    s_rejects (cfg, "/r/x", "kernel");
+    char long_dir [120];
+    memset (long_dir, 'd', sizeof long_dir - 1);
+    long_dir [0] = '/';
+    long_dir [sizeof long_dir - 1] = 0;
+    cfg = s_config ();
+    s_rejects (cfg, long_dir, "unix sockets");
+}
+
+//  ==========================================================================
+//  The fake QEMU: this binary, re-executed.
+
+//  Bind and listen on path (as QEMU's chardev server=on does).
+static void
+s_fake_listen (const char *spec, const char *key)
+{
+    const char *p = strstr (spec, key);
+    if (!p)
+        return;
+    p += strlen (key);
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    size_t n = strcspn (p, ",");
+    if (n >= sizeof addr.sun_path)
+        _exit (90);
+    memcpy (addr.sun_path, p, n);
+    int fd = socket (AF_UNIX, SOCK_STREAM, 0);
+    if (bind (fd, (struct sockaddr *) &addr, sizeof addr) < 0 || listen (fd, 1) < 0)
+        _exit (91);
+}
+
+//  Facts about how we were started, for the test to check.
+static void
+s_fake_report (void)
+{
+    int pdeath = 0, open_fds = 0;
+    prctl (PR_GET_PDEATHSIG, &pdeath);
+    struct rlimit fsize, core;
+    getrlimit (RLIMIT_FSIZE, &fsize);
+    getrlimit (RLIMIT_CORE, &core);
+    for (int fd = 3; fd < 1024; fd++)
+        open_fds += fcntl (fd, F_GETFD) >= 0;
+    struct stat in, null;
+    fstat (0, &in);
+    stat ("/dev/null", &null);
+    struct sigaction xfsz;
+    sigaction (SIGXFSZ, NULL, &xfsz);
+    FILE *out = fopen ("fake.report", "w");
+    if (!out)
+        _exit (92);
+    fprintf (out, "pgrp_is_self=%d pdeathsig=%d fsize=%llu core=%llu open_fds=%d "
+             "stdin_null=%d xfsz_ignored=%d\n", getpgrp () == getpid (), pdeath,
+             (unsigned long long) fsize.rlim_cur, (unsigned long long) core.rlim_cur,
+             open_fds, in.st_rdev == null.st_rdev, xfsz.sa_handler == SIG_IGN);
+    fclose (out);
+}
+
+static void
+s_fake_qemu (int argc, char **argv)
+{
+    s_fake_report ();
+    fprintf (stderr, "fake qemu: started\n");
+    if (strcmp (getenv (FAKE_ENV), "exit") == 0)
+        _exit (3);
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp (argv [i], "-chardev") == 0)
+            s_fake_listen (argv [i + 1], "path=");
+        if (strcmp (argv [i], "-qmp") == 0)
+            s_fake_listen (argv [i + 1], "unix:");
+    }
+    while (true)
+        pause ();
+}
+
+//  ==========================================================================
+//  Lifecycle against the fake.
+
+typedef struct {
+    char base [64];                             //  run base for this test
+    char image [64];                            //  a fake image dir
+    char self [PATH_MAX];                       //  this binary
+    gw_vm_config_t cfg;
+} fixture_t;
+
+static void
+s_touch (const char *dir, const char *name)
+{
+    char path [PATH_MAX];
+    snprintf (path, sizeof path, "%s/%s", dir, name);
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fclose (file);
+}
+
+static int
+s_setup (void **state)
+{
+    fixture_t *f = calloc (1, sizeof *f);
+    snprintf (f->base, sizeof f->base, "/tmp/test_gw_vm_XXXXXX");
+    snprintf (f->image, sizeof f->image, "/tmp/test_gw_vm_img_XXXXXX");
+    assert_non_null (mkdtemp (f->base));
+    assert_non_null (mkdtemp (f->image));
+    s_touch (f->image, "vmlinux");
+    s_touch (f->image, "initrd.img");
+    s_touch (f->image, "rootfs.ext4");
+    ssize_t n = readlink ("/proc/self/exe", f->self, sizeof f->self - 1);
+    assert_true (n > 0);
+    f->self [n] = 0;
+    gw_vm_config_defaults (&f->cfg);
+    f->cfg.qemu = f->self;
+    f->cfg.image_dir = f->image;
+    f->cfg.run_base = f->base;
+    f->cfg.accel = GW_ACCEL_TCG;
+    setenv (FAKE_ENV, "listen", 1);
+    *state = f;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    char cmd [200];
+    snprintf (cmd, sizeof cmd, "rm -rf %s %s", f->base, f->image);
+    assert_int_equal (system (cmd), 0);
+    unsetenv (FAKE_ENV);
+    free (f);
+    return 0;
+}
+
+//  Entries in dir other than . and ..
+static int
+s_count_entries (const char *dir)
+{
+    char cmd [128], line [64] = "";
+    snprintf (cmd, sizeof cmd, "ls -A %s | wc -l", dir);
+    FILE *p = popen (cmd, "r");
+    assert_non_null (fgets (line, sizeof line, p));
+    pclose (p);
+    return atoi (line);
+}
+
+static void
+s_read_report (gw_vm_t *vm, char *out, size_t cap)
+{
+    char path [PATH_MAX];
+    snprintf (path, sizeof path, "%s/fake.report", gw_vm_run_dir (vm));
+    for (int i = 0; i < 400; i++) {             //  written right after exec
+        FILE *file = fopen (path, "r");
+        if (file && fgets (out, (int) cap, file)) {
+            fclose (file);
+            return;
+        }
+        if (file)
+            fclose (file);
+        usleep (5000);
+    }
+    fail_msg ("no fake.report in %s", gw_vm_run_dir (vm));
+}
+
+static void
+test_gw_vm_spawns_qemu_confined_and_cleans_up (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    char err [256], report [256], dir [PATH_MAX];
+    gw_vm_t *vm = gw_vm_new (&f->cfg, err, sizeof err);
+    assert_non_null (vm);
+    assert_int_equal (gw_vm_accel (vm), GW_ACCEL_TCG);
+    assert_int_equal (gw_vm_pid (vm), 0);
+    int fd = -1;
+    assert_int_equal (gw_vm_connect_port (vm, "kernel", &fd), -ECHILD);
+    assert_int_equal (gw_vm_start (vm, err, sizeof err), 0);
+    assert_int_equal (gw_vm_start (vm, err, sizeof err), -EALREADY);
+    assert_true (gw_vm_pid (vm) > 0);
+    snprintf (dir, sizeof dir, "%s", gw_vm_run_dir (vm));
+    s_read_report (vm, report, sizeof report);
+    assert_non_null (strstr (report, "pgrp_is_self=1 pdeathsig=9 "));
+    assert_non_null (strstr (report, "core=0 open_fds=0 stdin_null=1 xfsz_ignored=1"));
+    //  The file size cap: 1 GiB disk + 1/64 + 16 MiB.
+    assert_non_null (strstr (report, "fsize=1107296256 "));
+    //  The workspace disk is a qcow2 of the configured virtual size.
+    char path [PATH_MAX + 32], cmd [PATH_MAX + 96], line [128] = "";
+    snprintf (path, sizeof path, "%s/workspace.qcow2", dir);
+    snprintf (cmd, sizeof cmd, "qemu-img info --output=json %s | grep virtual-size", path);
+    FILE *p = popen (cmd, "r");
+    assert_non_null (fgets (line, sizeof line, p));
+    pclose (p);
+    assert_non_null (strstr (line, "1073741824"));
+    //  Ports: each connects once QEMU listens.
+    int kernel = -1, init = -1, qmp = -1;
+    assert_int_equal (gw_vm_wait_port (vm, "kernel", 5000, &kernel), 0);
+    assert_int_equal (gw_vm_wait_port (vm, "init", 5000, &init), 0);
+    assert_int_equal (gw_vm_wait_port (vm, "qmp", 5000, &qmp), 0);
+    assert_true (kernel >= 0 && init >= 0 && qmp >= 0);
+    assert_true (fcntl (kernel, F_GETFD) & FD_CLOEXEC);
+    assert_false (fcntl (kernel, F_GETFL) & O_NONBLOCK);
+    assert_int_equal (gw_vm_connect_port (vm, "console", &fd), -EINVAL);
+    int status = 0;
+    assert_int_equal (gw_vm_reap (vm, &status), -EAGAIN);
+    assert_int_equal (gw_vm_kill (vm), 0);
+    while (gw_vm_reap (vm, &status) == -EAGAIN)
+        usleep (1000);
+    assert_true (WIFSIGNALED (status) && WTERMSIG (status) == SIGKILL);
+    assert_int_equal (gw_vm_pid (vm), 0);
+    assert_int_equal (gw_vm_reap (vm, &status), -ECHILD);
+    assert_int_equal (gw_vm_kill (vm), -ESRCH);
+    assert_int_equal (gw_vm_connect_port (vm, "kernel", &fd), -ESRCH);
+    gw_vm_destroy (&vm);
+    assert_null (vm);
+    assert_int_equal (access (dir, F_OK), -1);  //  sockets, logs, disk: all gone
+    assert_int_equal (s_count_entries (f->base), 0);
+    close (kernel);
+    close (init);
+    close (qmp);
+}
+
+static void
+test_gw_vm_reports_a_qemu_that_dies_at_start (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    setenv (FAKE_ENV, "exit", 1);
+    char err [256];
+    gw_vm_t *vm = gw_vm_new (&f->cfg, err, sizeof err);
+    assert_non_null (vm);
+    assert_int_equal (gw_vm_start (vm, err, sizeof err), 0);
+    int fd = -1, status = 0;
+    assert_int_equal (gw_vm_wait_port (vm, "kernel", 5000, &fd), -ESRCH);
+    assert_int_equal (gw_vm_reap (vm, &status), 0);   //  not reaped by the peek above
+    assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 3);
+    //  Its stderr is in qemu.log.
+    char path [PATH_MAX], line [128] = "";
+    snprintf (path, sizeof path, "%s/qemu.log", gw_vm_run_dir (vm));
+    FILE *file = fopen (path, "r");
+    assert_non_null (file);
+    assert_non_null (fgets (line, sizeof line, file));
+    fclose (file);
+    assert_string_equal (line, "fake qemu: started\n");
+    gw_vm_destroy (&vm);
+    assert_int_equal (s_count_entries (f->base), 0);
+}
+
+static void
+test_gw_vm_destroy_kills_a_running_qemu (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    char err [256];
+    gw_vm_t *vm = gw_vm_new (&f->cfg, err, sizeof err);
+    assert_int_equal (gw_vm_start (vm, err, sizeof err), 0);
+    pid_t pid = gw_vm_pid (vm);
+    gw_vm_destroy (&vm);
+    assert_int_equal (kill (pid, 0), -1);       //  reaped, not a zombie
+    assert_int_equal (errno, ESRCH);
+    assert_int_equal (s_count_entries (f->base), 0);
+    gw_vm_destroy (&vm);                        //  NULL-safe
+}
+
+static void
+test_gw_vm_new_explains_what_is_missing (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    char err [256];
+    gw_vm_config_t cfg = f->cfg;
+    cfg.image_dir = "/nonexistent/image";
+    assert_null (gw_vm_new (&cfg, err, sizeof err));
+    assert_non_null (strstr (err, "/nonexistent/image/vmlinux"));
+    assert_non_null (strstr (err, "make image"));
+    cfg = f->cfg;
+    cfg.qemu = "qemu-system-nonexistent";
+    assert_null (gw_vm_new (&cfg, err, sizeof err));
+    assert_non_null (strstr (err, "qemu-system-nonexistent not found"));
+    cfg = f->cfg;
+    cfg.disk_backing = "relative.qcow2";
+    assert_null (gw_vm_new (&cfg, err, sizeof err));
+    assert_non_null (strstr (err, "absolute"));
+    cfg = f->cfg;
+    cfg.vcpus = 1000;
+    assert_null (gw_vm_new (&cfg, err, sizeof err));
+    assert_non_null (strstr (err, "vcpus"));
+    assert_int_equal (s_count_entries (f->base), 0);  //  nothing left behind
+}
+
+//  A gateway killed with SIGKILL takes its QEMU along (PR_SET_PDEATHSIG),
+//  and the next gateway's sweep removes its run dir.
+static void
+test_gw_vm_dies_with_a_killed_gateway (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    assert_int_equal (prctl (PR_SET_CHILD_SUBREAPER, 1), 0);   //  orphans come to us
+    int pipefd [2];
+    assert_int_equal (pipe (pipefd), 0);
+    pid_t gateway = fork ();
+    if (gateway == 0) {
+        char err [256];
+        gw_vm_t *vm = gw_vm_new (&f->cfg, err, sizeof err);
+        if (!vm || gw_vm_start (vm, err, sizeof err) < 0)
+            _exit (1);
+        int pid = gw_vm_pid (vm);
+        if (write (pipefd [1], &pid, sizeof pid) != sizeof pid)
+            _exit (1);
+        while (true)
+            pause ();
+    }
+    int qemu = 0;
+    assert_int_equal (read (pipefd [0], &qemu, sizeof qemu), sizeof qemu);
+    close (pipefd [0]);
+    close (pipefd [1]);
+    assert_int_equal (kill (gateway, SIGKILL), 0);
+    assert_int_equal (waitpid (gateway, NULL, 0), gateway);
+    int status = 0;
+    assert_int_equal (waitpid (qemu, &status, 0), qemu);
+    assert_true (WIFSIGNALED (status) && WTERMSIG (status) == SIGKILL);
+    prctl (PR_SET_CHILD_SUBREAPER, 0);
+    assert_int_equal (s_count_entries (f->base), 1);
+    assert_int_equal (gw_rundir_sweep (f->base), 1);
+    assert_int_equal (s_count_entries (f->base), 0);
+}
+
+int
+main (int argc, char **argv)
+{
+    if (getenv (FAKE_ENV))
+        s_fake_qemu (argc, argv);               //  never returns
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_gw_vm_argv_is_exactly_the_recipe),
+        cmocka_unit_test (test_gw_vm_argv_has_no_network_and_every_isolation_flag),
+        cmocka_unit_test (test_gw_vm_argv_follows_the_config),
+        cmocka_unit_test (test_gw_vm_argv_has_the_snapshot_hooks),
+        cmocka_unit_test (test_gw_vm_argv_rejects_bad_config),
+        cmocka_unit_test_setup_teardown (test_gw_vm_spawns_qemu_confined_and_cleans_up,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_gw_vm_reports_a_qemu_that_dies_at_start,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_gw_vm_destroy_kills_a_running_qemu,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_gw_vm_new_explains_what_is_missing,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_gw_vm_dies_with_a_killed_gateway,
+                                         s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
