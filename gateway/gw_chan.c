@@ -68,6 +68,14 @@ gw_chan_destroy (gw_chan_t **self_p)
     *self_p = NULL;
 }
 
+void
+gw_chan_hunt (gw_chan_t *self)
+{
+    assert (self);
+    kn_frame_dec_hunt (self->dec);
+    kn_msg_destroy (&self->pending);
+}
+
 int
 gw_chan_fd (const gw_chan_t *self)
 {

@@ -32,6 +32,11 @@ gw_chan_t *gw_chan_new (int fd, uint32_t max_frame, size_t max_msg, size_t max_o
 //  Close the fd and free everything; nulls *self_p. NULL-safe.
 void gw_chan_destroy (gw_chan_t **self_p);
 
+//  For a channel that is a virtio port: drop everything up to the next sync
+//  marker (a kernel that died mid-write may have left half a frame), and
+//  accept markers between frames from then on (docs/channel.md).
+void gw_chan_hunt (gw_chan_t *self);
+
 int gw_chan_fd (const gw_chan_t *self);
 
 //  Queue msg (JSON frame + buffer frames) and try to write it out. Returns

@@ -168,33 +168,52 @@ s_find (const s_schema_t *table, const char *type)
     return NULL;
 }
 
+//  True when v is one of the '|'-separated words of set.
+static bool
+s_one_of (const char *v, const char *set)
+{
+    size_t len = v ? strlen (v) : 0;
+    for (const char *p = set; v && *p; ) {
+        const char *end = strchr (p, '|');
+        size_t n = end ? (size_t) (end - p) : strlen (p);
+        if (n == len && strncmp (p, v, n) == 0)
+            return true;
+        p += end ? n + 1 : n;
+    }
+    return false;
+}
+
 //  Enumerated values the schema strings cannot express.
 static int
 s_check_values (const char *type, const json_t *content, char *why, size_t whylen)
 {
-    const char *v = NULL;
-    bool ok = true;
-    if (strcmp (type, "status") == 0) {
-        v = json_string_value (json_object_get (content, "execution_state"));
-        ok = strcmp (v, "busy") == 0 || strcmp (v, "idle") == 0 || strcmp (v, "starting") == 0;
+    static const struct { const char *type, *field, *values; } enums [] = {
+        { "status", "execution_state", "busy|idle|starting" },
+        { "stream", "name", "stdout|stderr" },
+        { "is_complete_reply", "status", "complete|incomplete|invalid|unknown|error" },
+        { NULL, NULL, NULL }
+    };
+    for (size_t i = 0; enums [i].type; i++)
+        if (strcmp (type, enums [i].type) == 0) {
+            if (s_one_of (json_string_value (json_object_get (content, enums [i].field)),
+                          enums [i].values))
+                return 0;
+            snprintf (why, whylen, "content.%s of %s must be one of %s", enums [i].field,
+                      type, enums [i].values);
+            return -EBADMSG;
+        }
+    const char *status = json_string_value (json_object_get (content, "status"));
+    if (status && strstr (type, "_reply") && !s_one_of (status, "ok|error|abort|aborted")) {
+        snprintf (why, whylen, "content.status of %.64s must be one of ok|error|abort|aborted",
+                  type);
+        return -EBADMSG;
     }
-    else if (strcmp (type, "stream") == 0) {
-        v = json_string_value (json_object_get (content, "name"));
-        ok = strcmp (v, "stdout") == 0 || strcmp (v, "stderr") == 0;
-    }
-    else if (json_object_get (content, "status") && strstr (type, "_reply")) {
-        v = json_string_value (json_object_get (content, "status"));
-        ok = v && (strcmp (v, "ok") == 0 || strcmp (v, "error") == 0
-                   || strcmp (v, "abort") == 0 || strcmp (v, "aborted") == 0);
-    }
-    if (ok && strcmp (type, "execute_reply") == 0 && v && strcmp (v, "ok") == 0
+    if (strcmp (type, "execute_reply") == 0 && s_one_of (status, "ok")
     &&  !json_is_integer (json_object_get (content, "execution_count"))) {
         snprintf (why, whylen, "content.execution_count must be an integer");
         return -EBADMSG;
     }
-    if (!ok)
-        snprintf (why, whylen, "%s has an unknown value", type);
-    return ok ? 0 : -EBADMSG;
+    return 0;
 }
 
 int

@@ -17,15 +17,17 @@
 #include "gw_chan.h"
 #include "gw_check.h"
 #include "gw_log.h"
+#include "gw_reqs.h"
+#include "kn_frame.h"
 
 #include <czmq.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <string.h>
 
 #define S_MAX_OUTSTANDING 1024                  //  requests in flight per session
 #define S_MAX_HELD 1024                         //  messages waiting for a hello
-#define S_RECENT_MAX 64                         //  retired requests kept for late output
 #define S_EXIT_GRACE_MS 1000                    //  channel closed -> kill if still alive
 #define S_KILL_WAIT_MS 3000                     //  kill sent -> stop waiting for the reap
 #define S_SHUTDOWN_MS 800                       //  shutdown_request -> kill if still alive
@@ -33,23 +35,6 @@
 #define S_MSG_ID_MAX 256
 
 typedef enum { S_NONE, S_STARTING, S_READY, S_DYING } s_state_t;
-
-//  One client (or gateway) request on shell or control.
-typedef struct {
-    char *msg_id;                               //  the request's header.msg_id
-    kn_channel_t channel;                       //  shell or control
-    gw_frames_t *ids;                           //  client identities, NULL = our own
-    json_t *header;                             //  as the client sent it: every parent_header
-    char reply_type [64];                       //  expected reply, "" for none (comm_*)
-    bool execute;                               //  an execute_request
-    bool allow_stdin;                           //  content.allow_stdin
-    bool restart;                               //  shutdown_request content.restart
-    bool sent;                                  //  handed to the current kernel
-    bool busy;                                  //  its busy has gone out
-    bool replied;                               //  its reply has gone out
-    bool interrupted;                           //  the cell timeout interrupted it
-    int64_t busy_at, interrupted_at;            //  zclock_mono ms
-} s_req_t;
 
 struct _gw_session_t {
     gw_backend_t *backend;                      //  owned
@@ -59,8 +44,7 @@ struct _gw_session_t {
     char session [37];                          //  header.session we sign with
     s_state_t state;
     gw_chan_t *chan;                            //  the kernel's channel, NULL unless STARTING/READY
-    zlistx_t *reqs;                             //  s_req_t, outstanding, oldest first
-    zlistx_t *recent;                           //  s_req_t, retired, for late output
+    gw_reqs_t *reqs;                            //  outstanding (and recent) requests
     zlistx_t *held;                             //  kn_msg_t, waiting for the hello
     int64_t deadline;                           //  STARTING: hello by; DYING: escalate at
     int64_t restart_at;                         //  NONE: start the next kernel at
@@ -82,60 +66,9 @@ struct _gw_session_t {
 //  Requests.
 
 static void
-s_req_destroy (s_req_t **self_p)
-{
-    s_req_t *self = *self_p;
-    if (!self)
-        return;
-    free (self->msg_id);
-    gw_frames_destroy (&self->ids);
-    json_decref (self->header);
-    free (self);
-    *self_p = NULL;
-}
-
-static void
-s_req_free (void **item)
-{
-    s_req_destroy ((s_req_t **) item);
-}
-
-static void
 s_held_free (void **item)
 {
     kn_msg_destroy ((kn_msg_t **) item);
-}
-
-//  Build the entry for a shell/control request; takes *ids_p.
-static s_req_t *
-s_req_new (const kn_msg_t *msg, gw_frames_t **ids_p)
-{
-    s_req_t *self = calloc (1, sizeof *self);
-    if (!self || !(self->msg_id = strdup (kn_msg_id (msg))))
-        abort ();
-    json_t *content = kn_msg_content (msg);
-    self->channel = kn_msg_channel (msg);
-    self->ids = ids_p ? *ids_p : NULL;
-    if (ids_p)
-        *ids_p = NULL;
-    self->header = json_deep_copy (kn_msg_header (msg));
-    gw_check_reply_type (kn_msg_type (msg), self->reply_type, sizeof self->reply_type);
-    self->execute = strcmp (kn_msg_type (msg), "execute_request") == 0;
-    self->allow_stdin = json_is_true (json_object_get (content, "allow_stdin"));
-    self->restart = json_is_true (json_object_get (content, "restart"));
-    return self;
-}
-
-static s_req_t *
-s_find_in (zlistx_t *list, const char *msg_id, void **handle_p)
-{
-    for (s_req_t *req = zlistx_first (list); req; req = zlistx_next (list))
-        if (strcmp (req->msg_id, msg_id) == 0) {
-            if (handle_p)
-                *handle_p = zlistx_cursor (list);
-            return req;
-        }
-    return NULL;
 }
 
 //  msg_id of a kernel message's parent_header ("" when it has none).
@@ -144,17 +77,6 @@ s_parent_id (const kn_msg_t *msg)
 {
     const char *id = json_string_value (json_object_get (kn_msg_parent (msg), "msg_id"));
     return id ? id : "";
-}
-
-//  The request is over: keep it a while for late output, then forget it.
-static void
-s_retire (gw_session_t *self, void *handle)
-{
-    s_req_t *req = zlistx_detach (self->reqs, handle);
-    gw_frames_destroy (&req->ids);
-    zlistx_add_end (self->recent, req);
-    if (zlistx_size (self->recent) > S_RECENT_MAX)
-        zlistx_delete (self->recent, NULL);     //  the oldest
 }
 
 //  --------------------------------------------------------------------------
@@ -233,10 +155,9 @@ s_relay (gw_session_t *self, const kn_msg_t *kmsg, const gw_frames_t *ids, const
 //  Close a request the kernel will never answer: busy (if not yet sent),
 //  optionally an iopub error, an error reply, idle. Removes it.
 static void
-s_fail_request (gw_session_t *self, void *handle, const char *ename, const char *text,
+s_fail_request (gw_session_t *self, gw_req_t *req, const char *ename, const char *text,
                 bool publish_error)
 {
-    s_req_t *req = zlistx_handle_item (handle);
     if (req->ids && !req->busy)
         s_status (self, req->header, "busy");
     json_t *tb = json_pack ("[s]", text);
@@ -253,7 +174,7 @@ s_fail_request (gw_session_t *self, void *handle, const char *ename, const char 
     json_decref (tb);
     if (req->ids)
         s_status (self, req->header, "idle");
-    zlistx_delete (self->reqs, handle);
+    gw_reqs_remove (self->reqs, req);
 }
 
 //  --------------------------------------------------------------------------
@@ -264,10 +185,8 @@ s_fail_request (gw_session_t *self, void *handle, const char *ename, const char 
 static void
 s_send (gw_session_t *self, const kn_msg_t *msg)
 {
-    void *handle = NULL;
-    s_req_t *req = s_find_in (self->reqs, kn_msg_id (msg), &handle);
-    if (kn_msg_channel (msg) == KN_CH_STDIN)
-        req = NULL;
+    gw_req_t *req = kn_msg_channel (msg) == KN_CH_STDIN ? NULL
+                  : gw_reqs_find (self->reqs, kn_msg_id (msg));
     int rc = gw_chan_send (self->chan, msg);
     if (req)
         req->sent = true;
@@ -275,7 +194,7 @@ s_send (gw_session_t *self, const kn_msg_t *msg)
         gw_log (GW_LOG_WARN, "kernel.send_failed", "msg_type=%.64s reason=\"%s\"",
                 kn_msg_type (msg), rc == -EMSGSIZE ? "frame too large" : "kernel not reading");
         if (req)
-            s_fail_request (self, handle, "RequestNotDelivered",
+            s_fail_request (self, req, "RequestNotDelivered",
                             rc == -EMSGSIZE ? "The request is too large for the kernel's channel."
                                             : "The kernel is not reading its channel.", false);
     }
@@ -311,7 +230,7 @@ static void
 s_own_request (gw_session_t *self, const char *type, json_t *content)
 {
     kn_msg_t *msg = kn_msg_new (KN_CH_CONTROL, type, NULL, &content, self->session);
-    zlistx_add_end (self->reqs, s_req_new (msg, NULL));
+    gw_reqs_add (self->reqs, msg, NULL);
     s_deliver (self, &msg);
 }
 
@@ -325,6 +244,16 @@ s_send_hello (gw_session_t *self)
     kn_msg_t *hello = kn_msg_new (KN_CH_CELLVM, "hello", NULL, &content, self->session);
     gw_chan_send (self->chan, hello);
     kn_msg_destroy (&hello);
+}
+
+//  The channel is up: wrap it and say hello.
+static void
+s_attach (gw_session_t *self, int fd)
+{
+    self->chan = gw_chan_new (fd, self->opts.max_frame, self->opts.max_msg, 0);
+    if (self->backend->sync_markers)
+        gw_chan_hunt (self->chan);              //  a port may hold a dead kernel's half frame
+    s_send_hello (self);
 }
 
 static int
@@ -341,7 +270,7 @@ s_start_kernel (gw_session_t *self, char *err, size_t errlen)
     }
     if (self->starts++ > 0)
         kn_uuid4 (self->session);               //  a new kernel, a new session id
-    self->chan = gw_chan_new (fd, self->opts.max_frame, self->opts.max_msg, 0);
+    s_status (self, NULL, "starting");          //  once per kernel, as a kernel would
     self->state = S_STARTING;
     self->hello = self->killed = false;
     self->end_reason [0] = 0;
@@ -349,8 +278,20 @@ s_start_kernel (gw_session_t *self, char *err, size_t errlen)
     int pid = self->backend->pid ? self->backend->pid (self->backend->ctx) : 0;
     gw_log (GW_LOG_INFO, "kernel.starting", "backend=%s pid=%d start=%d session=%s",
             self->backend->name, pid, self->starts, self->session);
-    s_send_hello (self);
+    if (fd >= 0)
+        s_attach (self, fd);
     return 0;
+}
+
+
+//  Text that may quote the kernel or a path, cut anywhere, must still be a
+//  valid JSON string for the client: keep it printable ASCII.
+static void
+s_printable (char *text)
+{
+    for (char *p = text; *p; p++)
+        if ((unsigned char) *p < 0x20 || (unsigned char) *p > 0x7e)
+            *p = '?';
 }
 
 //  End the current kernel from outside; the reap completes the story.
@@ -359,13 +300,35 @@ s_stop_kernel (gw_session_t *self, const char *reason)
 {
     if (self->state == S_NONE || self->killed)
         return;
-    if (reason && !self->end_reason [0])
+    if (reason && !self->end_reason [0]) {
         snprintf (self->end_reason, sizeof self->end_reason, "%s", reason);
+        s_printable (self->end_reason);
+    }
     self->backend->kill (self->backend->ctx);
     self->killed = true;
     gw_chan_destroy (&self->chan);
     self->state = S_DYING;
     self->deadline = zclock_mono () + S_KILL_WAIT_MS;
+}
+
+//  A started kernel whose channel is not up yet: try again.
+static void
+s_try_connect (gw_session_t *self)
+{
+    char err [256] = "";
+    int fd = -1;
+    int rc = self->backend->connect ? self->backend->connect (self->backend->ctx, &fd, err,
+                                                              sizeof err)
+                                    : -ENOTCONN;
+    if (rc == 0 && fd >= 0)
+        s_attach (self, fd);
+    else if (rc != -EAGAIN) {
+        char reason [320];
+        snprintf (reason, sizeof reason, "The kernel's channel could not be connected (%s)",
+                  err [0] ? err : strerror (-rc));
+        gw_log (GW_LOG_ERROR, "kernel.connect_failed", "reason=\"%s\"", reason);
+        s_stop_kernel (self, reason);
+    }
 }
 
 static void
@@ -390,45 +353,24 @@ s_lost_channel (gw_session_t *self, const char *why)
 //  --------------------------------------------------------------------------
 //  When a kernel ends.
 
-static const char *
-s_signal_hint (int sig)
-{
-    switch (sig) {
-        case SIGKILL: return ": usually the out-of-memory killer, or a kill from outside";
-        case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGABRT:
-            return ": it crashed, most likely in native code (a C extension)";
-        case SIGTERM: return ": it was told to terminate from outside";
-        default: return "";
-    }
-}
-
 //  How the kernel ended, in words, and what to do about it.
 static void
 s_describe (const gw_session_t *self, const gw_exit_t *ex, char *out, size_t cap)
 {
     char how [400];
-    int sig = ex->signal ? ex->signal
-            : ex->exit_code > 128 && ex->exit_code < 128 + 65 ? ex->exit_code - 128 : 0;
-    const char *abbrev = sig ? sigabbrev_np (sig) : NULL;
     if (self->end_reason [0])
         snprintf (how, sizeof how, "%s", self->end_reason);
-    else if (ex->oom_killed)
-        snprintf (how, sizeof how, "The kernel ran out of memory and was killed");
-    else if (ex->signal)
-        snprintf (how, sizeof how, "The kernel process was killed by signal %d (SIG%s, %s)%s%s",
-                  sig, abbrev ? abbrev : "?", strsignal (sig), s_signal_hint (sig),
-                  ex->core_dumped ? "; it dumped core" : "");
-    else if (sig)
-        snprintf (how, sizeof how, "The kernel process exited with status %d, "
-                  "which means signal %d (SIG%s)%s", ex->exit_code, sig,
-                  abbrev ? abbrev : "?", s_signal_hint (sig));
-    else if (ex->exit_code >= 0)
-        snprintf (how, sizeof how, "The kernel process exited unexpectedly with status %d",
-                  ex->exit_code);
     else
-        snprintf (how, sizeof how, "The kernel process ended");
-    snprintf (out, cap, "%s. Everything it held in memory (variables, imports) is lost. "
-              "A new kernel is being started: re-run the cells this one depends on.", how);
+        gw_exit_describe (ex, how, sizeof how);
+    s_printable (how);                          //  a backend's detail may quote anything
+    size_t len = strlen (how);
+    while (len > 0 && (how [len - 1] == '.' || how [len - 1] == ' '))
+        how [--len] = 0;
+    if (ex->vm_died && !self->end_reason [0])   //  the detail already says what is gone
+        snprintf (out, cap, "%s. Re-run the cells this one depends on.", how);
+    else
+        snprintf (out, cap, "%s. Everything it held in memory (variables, imports) is lost. "
+                  "A new kernel is being started: re-run the cells this one depends on.", how);
 }
 
 //  Fail every request the dead kernel had: the running cell (the oldest
@@ -436,26 +378,17 @@ s_describe (const gw_session_t *self, const gw_exit_t *ex, char *out, size_t cap
 static void
 s_fail_outstanding (gw_session_t *self, const char *text)
 {
-    bool running_done = false;
-    for (;;) {
-        s_req_t *req = zlistx_first (self->reqs);
-        while (req && !req->sent)
-            req = zlistx_next (self->reqs);
-        if (!req)
-            break;
-        bool running = !running_done && req->execute && !req->replied;
-        running_done |= running;
-        s_fail_request (self, zlistx_cursor (self->reqs), "KernelDied", text, running);
-    }
+    gw_req_t *running = gw_reqs_running_cell (self->reqs), *req;
+    while ((req = gw_reqs_oldest (self->reqs, true)))
+        s_fail_request (self, req, "KernelDied", text, req == running);
 }
 
 //  Shutdown is complete: answer whatever is left and let the gateway exit.
 static void
 s_finish (gw_session_t *self)
 {
-    s_req_t *req;
-    while ((req = zlistx_first (self->reqs))) {
-        void *handle = zlistx_cursor (self->reqs);
+    gw_req_t *req;
+    while ((req = gw_reqs_oldest (self->reqs, false))) {
         if (req->ids && strcmp (req->reply_type, "shutdown_reply") == 0 && !req->replied) {
             if (!req->busy)
                 s_status (self, req->header, "busy");
@@ -463,7 +396,7 @@ s_finish (gw_session_t *self)
                         json_pack ("{s:s, s:b}", "status", "ok", "restart", req->restart));
             req->busy = req->replied = true;
         }
-        s_fail_request (self, handle, "KernelShutdown", "The kernel was shut down.", false);
+        s_fail_request (self, req, "KernelShutdown", "The kernel was shut down.", false);
     }
     zlistx_purge (self->held);
     self->finished = true;
@@ -478,17 +411,21 @@ s_give_up (gw_session_t *self, const char *why)
     snprintf (text, sizeof text, "The kernel could not be started (%d attempts in a row; "
               "last: %s). The gateway has stopped: fix the cause, then start the kernel "
               "again from your client.", self->failures, why);
+    s_printable (text);
     gw_log (GW_LOG_ERROR, "session.give_up", "failures=%d", self->failures);
-    s_req_t *req;
-    while ((req = zlistx_first (self->reqs)))
-        s_fail_request (self, zlistx_cursor (self->reqs), "KernelStartFailed", text, true);
+    gw_req_t *req;
+    while ((req = gw_reqs_oldest (self->reqs, false)))
+        s_fail_request (self, req, "KernelStartFailed", text, true);
     zlistx_purge (self->held);
     s_status (self, NULL, "dead");
     self->exit_code = 1;
     self->finished = true;
 }
 
-//  A failed start or an early death: try again later, or give up.
+static void s_restart (gw_session_t *self);
+
+//  A failed start or an early death: try again (at once the first time),
+//  later, or give up.
 static void
 s_schedule_restart (gw_session_t *self, const char *why)
 {
@@ -501,6 +438,18 @@ s_schedule_restart (gw_session_t *self, const char *why)
         backoff = 5000;
     self->restart_at = zclock_mono () + backoff;
     self->restart_pending = true;
+    if (backoff == 0)                           //  now, so `starting` follows `restarting`
+        s_restart (self);
+}
+
+static void
+s_restart (gw_session_t *self)
+{
+    char err [256];
+    if (s_start_kernel (self, err, sizeof err) == 0)
+        return;
+    self->failures++;
+    s_schedule_restart (self, err);
 }
 
 static void
@@ -519,7 +468,430 @@ s_kernel_ended (gw_session_t *self, const gw_exit_t *ex)
     s_fail_outstanding (self, text);
     s_status (self, NULL, "restarting");
     self->failures = self->hello ? 0 : self->failures + 1;
-    if (!self->hello && self->failures == 0)
-        self->failures = 1;
     s_schedule_restart (self, self->end_reason [0] ? self->end_reason : "it exited");
+}
+
+//  --------------------------------------------------------------------------
+//  Messages from the kernel. Each handler returns 0, or 1 after writing the
+//  violation into self->why (the kernel is then stopped).
+
+static int
+s_bad (gw_session_t *self, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+
+static int
+s_bad (gw_session_t *self, const char *fmt, ...)
+{
+    va_list args;
+    va_start (args, fmt);
+    vsnprintf (self->why, sizeof self->why, fmt, args);
+    va_end (args);
+    return 1;
+}
+
+static int
+s_on_cellvm (gw_session_t *self, const kn_msg_t *msg)
+{
+    const char *type = kn_msg_type (msg);
+    json_t *content = kn_msg_content (msg);
+    if (strcmp (type, "protocol_error") == 0) {
+        bool fatal = json_is_true (json_object_get (content, "fatal"));
+        const char *error = json_string_value (json_object_get (content, "error"));
+        gw_log (GW_LOG_WARN, "kernel.protocol_error", "fatal=%s error=\"%.200s\"",
+                fatal ? "yes" : "no", error);
+        if (fatal && !self->end_reason [0]) {   //  it is about to exit: say why
+            snprintf (self->end_reason, sizeof self->end_reason,
+                      "The kernel stopped on a channel error (%.200s)", error);
+            s_printable (self->end_reason);
+        }
+    }
+    else if (strcmp (type, "exiting") == 0)
+        gw_log (GW_LOG_INFO, "kernel.exiting", "reason=\"%.64s\"",
+                json_string_value (json_object_get (content, "reason")));
+    else if (self->state == S_STARTING) {           //  hello
+        if (gw_check_hello (msg, self->why, sizeof self->why) < 0)
+            return 1;
+        self->state = S_READY;
+        self->hello = true;
+        self->failures = 0;
+        gw_log (GW_LOG_INFO, "kernel.ready", "start=%d ipython=%s held=%zu", self->starts,
+                json_is_true (json_object_get (content, "ipython")) ? "yes" : "no",
+                zlistx_size (self->held));
+        s_flush_held (self);
+    }
+    return 0;
+}
+
+static int
+s_on_reply (gw_session_t *self, const kn_msg_t *msg)
+{
+    const char *type = kn_msg_type (msg);
+    gw_req_t *req = gw_reqs_find (self->reqs, s_parent_id (msg));
+    if (!req || !req->sent || req->channel != kn_msg_channel (msg))
+        return s_bad (self, "%.64s for a request it was not sent", type);
+    if (req->replied || strcmp (type, req->reply_type) != 0)
+        return s_bad (self, "unexpected %.64s", type);
+    req->replied = true;
+    json_t *count = json_object_get (kn_msg_content (msg), "execution_count");
+    if (req->execute && json_is_integer (count))
+        self->exec_count = (int) json_integer_value (count);
+    if (req->ids)
+        s_relay (self, msg, req->ids, req->header);
+    return 0;
+}
+
+static int
+s_on_input_request (gw_session_t *self, const kn_msg_t *msg)
+{
+    gw_req_t *req = gw_reqs_find (self->reqs, s_parent_id (msg));
+    if (!req || !req->execute || !req->sent || req->replied)
+        return s_bad (self, "%s without a running execute_request", kn_msg_type (msg));
+    if (!req->ids || !req->allow_stdin) {
+        gw_log (GW_LOG_WARN, "kernel.drop", "msg_type=input_request reason=\"stdin not allowed\"");
+        return 0;
+    }
+    s_relay (self, msg, req->ids, req->header);
+    return 0;
+}
+
+//  status: track busy/idle; idle retires the request.
+static int
+s_on_status (gw_session_t *self, const kn_msg_t *msg)
+{
+    gw_req_t *req = gw_reqs_find (self->reqs, s_parent_id (msg));
+    const char *state = json_string_value (json_object_get (kn_msg_content (msg),
+                                                            "execution_state"));
+    if (!req || !req->sent || strcmp (state, "starting") == 0) {
+        gw_log (GW_LOG_DEBUG, "kernel.drop", "msg_type=status reason=\"no outstanding parent\"");
+        return 0;                               //  we publish starting/restarting ourselves
+    }
+    bool busy = strcmp (state, "busy") == 0;
+    if (busy && req->busy)
+        return 0;
+    if (!busy && req->reply_type [0] && !req->replied)
+        return s_bad (self, "idle before the %s", req->reply_type);
+    if (busy) {
+        req->busy = true;
+        req->busy_at = zclock_mono ();
+    }
+    if (!req->own)
+        s_relay (self, msg, NULL, req->header);
+    if (!busy)
+        gw_reqs_retire (self->reqs, req);
+    return 0;
+}
+
+static int
+s_on_iopub (gw_session_t *self, const kn_msg_t *msg)
+{
+    if (strcmp (kn_msg_type (msg), "status") == 0)
+        return s_on_status (self, msg);
+    gw_req_t *req = gw_reqs_find_any (self->reqs, s_parent_id (msg));   //  late output too
+    json_t *count = json_object_get (kn_msg_content (msg), "execution_count");
+    if (req && req->execute && json_is_integer (count))
+        self->exec_count = (int) json_integer_value (count);
+    if (req && req->own)
+        return 0;                               //  output of our own request: nobody's
+    s_relay (self, msg, NULL, req ? req->header : NULL);
+    return 0;
+}
+
+//  Every complete message from the kernel lands here first.
+static int
+s_on_kernel_msg (void *arg, kn_msg_t **msg_p)
+{
+    gw_session_t *self = (gw_session_t *) arg;
+    const kn_msg_t *msg = *msg_p;
+    if (gw_check_kernel_msg (msg, self->why, sizeof self->why) < 0)
+        return 1;
+    if (gw_log_enabled (GW_LOG_DEBUG))
+        gw_log (GW_LOG_DEBUG, "kernel.msg", "channel=%s msg_type=%s parent=%s",
+                kn_channel_name (kn_msg_channel (msg)), kn_msg_type (msg), s_parent_id (msg));
+    if (kn_msg_channel (msg) != KN_CH_CELLVM && self->state != S_READY)
+        return s_bad (self, "%.64s before hello", kn_msg_type (msg));
+    switch (kn_msg_channel (msg)) {
+        case KN_CH_CELLVM: return s_on_cellvm (self, msg);
+        case KN_CH_IOPUB: return s_on_iopub (self, msg);
+        case KN_CH_STDIN: return s_on_input_request (self, msg);
+        default: return s_on_reply (self, msg);
+    }
+}
+
+//  --------------------------------------------------------------------------
+//  Shutdown and timers.
+
+//  Shut down: the kernel gets S_SHUTDOWN_MS to go on its own, then is
+//  stopped. A kernel that is not ready has nothing to lose: stop it now.
+static void
+s_begin_shutdown (gw_session_t *self, bool own_request)
+{
+    self->shutting_down = true;
+    self->shutdown_at = zclock_mono () + S_SHUTDOWN_MS;
+    gw_log (GW_LOG_INFO, "session.shutdown", "by=%s state=%d",
+            own_request ? "signal" : "client", (int) self->state);
+    if (self->state == S_READY && own_request)
+        s_own_request (self, "shutdown_request", json_pack ("{s:b}", "restart", 0));
+    else if (self->state == S_STARTING)
+        s_stop_kernel (self, "The kernel was shut down before it was ready");
+    else if (self->state == S_NONE)
+        s_finish (self);
+}
+
+//  Per-cell time limit: interrupt first, then stop the kernel.
+static void
+s_check_cell_timeout (gw_session_t *self, int64_t now)
+{
+    gw_req_t *req = self->opts.cell_timeout > 0 ? gw_reqs_running_cell (self->reqs) : NULL;
+    if (!req || !req->busy || now - req->busy_at < (int64_t) (self->opts.cell_timeout * 1000))
+        return;
+    char text [300];
+    if (!req->interrupted) {
+        req->interrupted = true;
+        req->interrupted_at = now;
+        gw_log (GW_LOG_WARN, "cell.timeout", "limit_s=%g action=interrupt", self->opts.cell_timeout);
+        snprintf (text, sizeof text, "cellvm: this cell ran longer than its %g s time limit "
+                  "and is being interrupted.\n", self->opts.cell_timeout);
+        s_emit_new (self, KN_CH_IOPUB, NULL, "stream", req->header,
+                    json_pack ("{s:s, s:s}", "name", "stderr", "text", text));
+        s_own_request (self, "interrupt_request", NULL);
+    }
+    else if (now - req->interrupted_at >= S_INTERRUPT_GRACE_MS) {
+        gw_log (GW_LOG_WARN, "cell.timeout", "limit_s=%g action=stop", self->opts.cell_timeout);
+        snprintf (text, sizeof text, "The cell ran longer than its %g s time limit and did not "
+                  "stop when interrupted, so the kernel was stopped", self->opts.cell_timeout);
+        s_stop_kernel (self, text);
+    }
+}
+
+static void
+s_try_reap (gw_session_t *self, int64_t now)
+{
+    gw_exit_t ex = { .exit_code = -1 };
+    int rc = self->backend->reap (self->backend->ctx, &ex);
+    if (rc == 0 || (rc == -ECHILD && self->state != S_NONE))
+        s_kernel_ended (self, &ex);
+    else if (self->state == S_DYING && now >= self->deadline) {
+        if (!self->killed)                      //  closed its channel, still alive
+            s_stop_kernel (self, "The kernel closed its channel without exiting and was stopped");
+        else {
+            gw_log (GW_LOG_ERROR, "kernel.unreaped", "action=forget");
+            s_kernel_ended (self, &ex);
+        }
+    }
+}
+
+void
+gw_session_tick (gw_session_t *self)
+{
+    assert (self);
+    int64_t now = zclock_mono ();
+    if (self->finished)
+        return;
+    if (self->state != S_NONE)
+        s_try_reap (self, now);
+    if (self->state == S_STARTING && !self->chan)
+        s_try_connect (self);
+    if (self->state == S_STARTING && now >= self->deadline) {
+        char reason [128];
+        snprintf (reason, sizeof reason, "The kernel did not become ready within %g s",
+                  self->opts.ready_timeout);
+        s_stop_kernel (self, reason);
+    }
+    if (self->state == S_READY)
+        s_check_cell_timeout (self, now);
+    if (self->shutting_down && now >= self->shutdown_at && self->state != S_NONE)
+        s_stop_kernel (self, "The kernel did not exit after shutdown_request");
+    if (self->state == S_NONE && self->restart_pending && now >= self->restart_at
+    &&  !self->finished)
+        s_restart (self);
+}
+
+//  --------------------------------------------------------------------------
+//  Requests from clients.
+
+//  The checks wire decoding cannot make: does this session accept it now?
+static int
+s_admit (gw_session_t *self, const kn_msg_t *msg)
+{
+    kn_channel_t ch = kn_msg_channel (msg);
+    const char *type = kn_msg_type (msg), *why = NULL;
+    size_t id_len = strlen (kn_msg_id (msg));
+    int rc = 0;
+    if (self->finished || self->shutting_down)
+        why = "shutting down", rc = -ESHUTDOWN;
+    else if (!gw_check_client_type (ch, type))
+        why = "msg_type not accepted on this channel", rc = -EPROTONOSUPPORT;
+    else if (id_len == 0 || id_len > S_MSG_ID_MAX)
+        why = "header.msg_id empty or too long", rc = -EINVAL;
+    else if (ch != KN_CH_STDIN && gw_reqs_find (self->reqs, kn_msg_id (msg)))
+        why = "msg_id already outstanding", rc = -EEXIST;
+    else if (gw_reqs_size (self->reqs) >= S_MAX_OUTSTANDING
+             || zlistx_size (self->held) >= S_MAX_HELD)
+        why = "too many outstanding requests", rc = -EBUSY;
+    if (rc < 0)
+        gw_log (GW_LOG_WARN, "client.drop", "channel=%s msg_type=%.64s reason=\"%s\"",
+                kn_channel_name (ch), type, why);
+    return rc;
+}
+
+int
+gw_session_request (gw_session_t *self, gw_frames_t **ids_p, kn_msg_t **msg_p)
+{
+    assert (self && ids_p && msg_p && *msg_p);
+    kn_msg_t *msg = *msg_p;
+    *msg_p = NULL;
+    int rc = s_admit (self, msg);
+    if (rc < 0)
+        goto done;
+    if (gw_log_enabled (GW_LOG_DEBUG))
+        gw_log (GW_LOG_DEBUG, "client.msg", "channel=%s msg_type=%s msg_id=%s",
+                kn_channel_name (kn_msg_channel (msg)), kn_msg_type (msg), kn_msg_id (msg));
+    if (kn_msg_channel (msg) != KN_CH_STDIN)
+        gw_reqs_add (self->reqs, msg, ids_p);
+    bool shutdown = strcmp (kn_msg_type (msg), "shutdown_request") == 0;
+    s_deliver (self, &msg);
+    if (shutdown)
+        s_begin_shutdown (self, false);
+done:
+    kn_msg_destroy (&msg);
+    gw_frames_destroy (ids_p);
+    return rc;
+}
+
+//  --------------------------------------------------------------------------
+//  The rest of the public API.
+
+gw_session_t *
+gw_session_new (gw_backend_t **backend_p, const gw_session_opts_t *opts,
+                gw_session_emit_fn *emit, void *emit_arg)
+{
+    assert (backend_p && *backend_p);
+    gw_session_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    self->backend = *backend_p;
+    *backend_p = NULL;
+    if (opts)
+        self->opts = *opts;
+    if (!self->opts.max_frame)
+        self->opts.max_frame = KN_FRAME_MAX_DEFAULT;
+    if (!self->opts.max_msg)
+        self->opts.max_msg = GW_WIRE_MAX_DEFAULT;
+    if (self->opts.ready_timeout <= 0)
+        self->opts.ready_timeout = 60;
+    if (self->opts.restart_limit <= 0)
+        self->opts.restart_limit = 5;
+    self->emit = emit;
+    self->emit_arg = emit_arg;
+    kn_uuid4 (self->session);
+    self->reqs = gw_reqs_new ();
+    self->held = zlistx_new ();
+    zlistx_set_destructor (self->held, s_held_free);
+    return self;
+}
+
+void
+gw_session_destroy (gw_session_t **self_p)
+{
+    assert (self_p);
+    gw_session_t *self = *self_p;
+    if (!self)
+        return;
+    gw_chan_destroy (&self->chan);
+    gw_backend_destroy (&self->backend);       //  kills and reaps a kernel still running
+    gw_reqs_destroy (&self->reqs);
+    zlistx_destroy (&self->held);
+    free (self);
+    *self_p = NULL;
+}
+
+int
+gw_session_start (gw_session_t *self, char *err, size_t errlen)
+{
+    assert (self && self->state == S_NONE && self->starts == 0);
+    return s_start_kernel (self, err, errlen);
+}
+
+void
+gw_session_shutdown (gw_session_t *self)
+{
+    assert (self);
+    if (!self->finished && !self->shutting_down)
+        s_begin_shutdown (self, true);
+}
+
+int
+gw_session_fd (const gw_session_t *self)
+{
+    assert (self);
+    return self->chan ? gw_chan_fd (self->chan) : -1;
+}
+
+bool
+gw_session_wants_write (const gw_session_t *self)
+{
+    assert (self);
+    return self->chan && gw_chan_wants_write (self->chan);
+}
+
+void
+gw_session_readable (gw_session_t *self)
+{
+    assert (self);
+    if (!self->chan)
+        return;
+    const char *why = NULL;
+    int rc = gw_chan_read (self->chan, s_on_kernel_msg, self, &why);
+    if (rc == -EPIPE)
+        s_lost_channel (self, why);
+    else if (rc == 1)
+        s_violation (self, self->why);
+    else if (rc < 0)
+        s_violation (self, why);
+}
+
+int
+gw_session_backend_fd (const gw_session_t *self)
+{
+    assert (self);
+    gw_backend_t *b = self->backend;
+    return b->event_fd && b->on_event ? b->event_fd (b->ctx) : -1;
+}
+
+void
+gw_session_backend_event (gw_session_t *self)
+{
+    assert (self);
+    gw_backend_t *b = self->backend;
+    if (b->on_event && b->on_event (b->ctx) > 0)
+        gw_session_tick (self);                 //  the kernel died: reap it now
+}
+
+void
+gw_session_writable (gw_session_t *self)
+{
+    assert (self);
+    if (self->chan && gw_chan_flush (self->chan) == -EPIPE)
+        s_lost_channel (self, "write failed");
+}
+
+bool
+gw_session_finished (const gw_session_t *self)
+{
+    assert (self);
+    return self->finished;
+}
+
+int
+gw_session_exit_code (const gw_session_t *self)
+{
+    assert (self);
+    return self->exit_code;
+}
+
+const char *
+gw_session_id (const gw_session_t *self)
+{
+    assert (self);
+    return self->session;
 }

@@ -76,6 +76,11 @@ bool gw_session_wants_write (const gw_session_t *self);
 void gw_session_readable (gw_session_t *self);
 void gw_session_writable (gw_session_t *self);
 
+//  The backend's own event fd to poll for reading (-1 when none), and its
+//  handler for when it is readable.
+int gw_session_backend_fd (const gw_session_t *self);
+void gw_session_backend_event (gw_session_t *self);
+
 //  Timers: reap, restart, deadlines. Call every few tens of milliseconds,
 //  and when SIGCHLD arrives.
 void gw_session_tick (gw_session_t *self);

@@ -1,0 +1,44 @@
+/*  gw_init - the host side of the guest init's control port (docs/init.md).
+
+    Frames and envelopes as on the kernel channel. Reading is non-blocking
+    (gw_init_pump from the reactor); a few requests need their answer before
+    the caller can go on (file transfer), and gw_init_call waits for those
+    with a deadline, keeping any notice that arrives meanwhile.
+
+    The guest is untrusted: frames are bounded, replies are matched by
+    msg_id, anything else is logged and dropped.
+*/
+#ifndef GW_INIT_H
+#define GW_INIT_H
+
+#include "kn_msg.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct _gw_init_t gw_init_t;
+
+//  Take ownership of fd, a connected control port.
+gw_init_t *gw_init_new (int fd, uint32_t max_frame);
+void gw_init_destroy (gw_init_t **self_p);
+
+int gw_init_fd (const gw_init_t *self);
+
+//  Send a request (or the hello) with an optional buffer; takes *content_p.
+//  id_out (37 bytes) gets its msg_id when not NULL. 0, or -EPIPE.
+int gw_init_send (gw_init_t *self, const char *msg_type, json_t **content_p,
+                  const uint8_t *buf, size_t buflen, char *id_out);
+
+//  Read what is there. Returns 0 and *msg_p for each complete message (call
+//  again until -EAGAIN), -EPIPE when the port closed (QEMU gone), -EPROTO
+//  on a broken stream.
+int gw_init_pump (gw_init_t *self, kn_msg_t **msg_p);
+
+//  Send a request and wait up to timeout_ms for its reply. Other messages
+//  read meanwhile are queued and come out of gw_init_pump later. 0 and
+//  *reply_p, -ETIMEDOUT, -EPIPE, -EPROTO.
+int gw_init_call (gw_init_t *self, const char *msg_type, json_t **content_p,
+                  const uint8_t *buf, size_t buflen, int timeout_ms, kn_msg_t **reply_p);
+
+#endif

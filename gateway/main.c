@@ -1,0 +1,279 @@
+/*  cellvm-gateway - a Jupyter kernel front for kernels that run elsewhere.
+
+    cellvm-gateway --connection-file FILE --backend unsafe-local|microvm
+                   [--kernel PATH] [--log-level L] [--max-msg BYTES]
+                   [--max-frame BYTES] [--cell-timeout S]
+
+    Process-wide concerns live here and only here: arguments, logging
+    level, signal dispositions, standard fds. Signals are taken through a
+    signalfd so that no handler ever interrupts the reactor.
+*/
+#include "gw_backend_local.h"
+#include "gw_conn.h"
+#include "gw_log.h"
+#include "gw_server.h"
+#include "gw_wire.h"
+#include "kn_frame.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#define S_EXIT_USAGE 2
+
+typedef struct {
+    const char *connection_file;
+    const char *backend;
+    const char *kernel;                         //  NULL: cellvm-kernel next to us
+    const char *log_level;
+    size_t max_msg;
+    uint32_t max_frame;
+    double cell_timeout;
+} s_args_t;
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+        "usage: cellvm-gateway --connection-file FILE --backend unsafe-local|microvm\n"
+        "                      [--kernel PATH] [--log-level error|warn|info|debug]\n"
+        "                      [--max-msg BYTES] [--max-frame BYTES] [--cell-timeout S]\n"
+        "\n"
+        "  --backend microvm       each session in its own microVM\n"
+        "  --backend unsafe-local  the kernel as a local child process: NO isolation\n"
+        "  --kernel PATH           kernel binary (default: cellvm-kernel beside this one)\n"
+        "  --max-msg BYTES         largest client or kernel message (default 64 MiB)\n"
+        "  --max-frame BYTES       largest channel frame (default 64 MiB)\n"
+        "  --cell-timeout S        interrupt, then restart, a cell running longer (default off)\n"
+        "  CELLVM_LOG_LEVEL        log level when --log-level is not given (default info)\n");
+}
+
+//  A positive size with an optional k/M/G suffix.
+static int
+s_parse_size (const char *text, unsigned long long max, unsigned long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull (text, &end, 10);
+    if (errno || end == text || text [0] == '-')
+        return -EINVAL;
+    if (*end == 'k' || *end == 'K')
+        v <<= 10, end++;
+    else if (*end == 'M')
+        v <<= 20, end++;
+    else if (*end == 'G')
+        v <<= 30, end++;
+    if (*end || v == 0 || v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int
+s_parse_option (s_args_t *args, int opt, const char *val)
+{
+    unsigned long long v = 0;
+    char *end = NULL;
+    switch (opt) {
+        case 'f': args->connection_file = val; return 0;
+        case 'b': args->backend = val; return 0;
+        case 'k': args->kernel = val; return 0;
+        case 'l': args->log_level = val; return 0;
+        case 'm':
+            if (s_parse_size (val, (unsigned long long) SIZE_MAX / 4, &v) < 0)
+                return -EINVAL;
+            args->max_msg = (size_t) v;
+            return 0;
+        case 'F':
+            if (s_parse_size (val, UINT32_MAX, &v) < 0)
+                return -EINVAL;
+            args->max_frame = (uint32_t) v;
+            return 0;
+        case 't':
+            args->cell_timeout = strtod (val, &end);
+            return end == val || *end || args->cell_timeout < 0 ? -EINVAL : 0;
+        default:
+            return -EINVAL;
+    }
+}
+
+static int
+s_parse_args (int argc, char **argv, s_args_t *args)
+{
+    static const struct option options [] = {
+        { "connection-file", required_argument, NULL, 'f' },
+        { "backend", required_argument, NULL, 'b' },
+        { "kernel", required_argument, NULL, 'k' },
+        { "log-level", required_argument, NULL, 'l' },
+        { "max-msg", required_argument, NULL, 'm' },
+        { "max-frame", required_argument, NULL, 'F' },
+        { "cell-timeout", required_argument, NULL, 't' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 }
+    };
+    int opt;
+    while ((opt = getopt_long (argc, argv, "f:", options, NULL)) != -1) {
+        if (opt == 'h') {
+            s_usage (stdout);
+            exit (0);
+        }
+        if (opt == '?' || s_parse_option (args, opt, optarg) < 0) {
+            if (opt != '?')
+                fprintf (stderr, "cellvm-gateway: bad value for an option: %s\n", optarg);
+            return -EINVAL;
+        }
+    }
+    if (optind < argc) {
+        fprintf (stderr, "cellvm-gateway: unexpected argument: %s\n", argv [optind]);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int
+s_setup_logging (const s_args_t *args)
+{
+    const char *name = args->log_level ? args->log_level : getenv ("CELLVM_LOG_LEVEL");
+    int level = name && *name ? gw_log_level_parse (name) : GW_LOG_INFO;
+    if (level < 0) {
+        fprintf (stderr, "cellvm-gateway: unknown log level '%s' (use error, warn, info or "
+                 "debug)\n", name);
+        return -EINVAL;
+    }
+    gw_log_init ((gw_log_level_t) level, NULL);
+    return 0;
+}
+
+//  Keep 0, 1 and 2 open, or the first socket we make would become "stdout".
+static void
+s_ensure_std_fds (void)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl (fd, F_GETFD) < 0) {
+            int null_fd = open ("/dev/null", O_RDWR);
+            if (null_fd > 2)
+                close (null_fd);
+        }
+}
+
+//  SIGINT is ignored: in Jupyter's "signal" interrupt mode it hits the whole
+//  process group, and our interrupts travel as messages. SIGTERM, SIGHUP
+//  and SIGCHLD arrive through a signalfd. Runs before any thread exists, so
+//  every thread (ZeroMQ's included) inherits the blocked mask.
+static int
+s_setup_signals (void)
+{
+    zsys_handler_set (NULL);                    //  no czmq handler, no zsys_interrupted
+    struct sigaction ignore;
+    memset (&ignore, 0, sizeof ignore);
+    ignore.sa_handler = SIG_IGN;
+    sigaction (SIGINT, &ignore, NULL);
+    sigaction (SIGPIPE, &ignore, NULL);
+    sigset_t set;
+    sigemptyset (&set);
+    sigaddset (&set, SIGTERM);
+    sigaddset (&set, SIGHUP);
+    sigaddset (&set, SIGCHLD);
+    sigprocmask (SIG_BLOCK, &set, NULL);
+    return signalfd (-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+//  cellvm-kernel in the directory of this executable.
+static char *
+s_default_kernel (void)
+{
+    char path [PATH_MAX];
+    ssize_t n = readlink ("/proc/self/exe", path, sizeof path - 1);
+    char *slash = n > 0 ? (path [n] = 0, strrchr (path, '/')) : NULL;
+    char *out = malloc (PATH_MAX + 16);
+    if (!out)
+        abort ();
+    if (slash)
+        snprintf (out, PATH_MAX + 16, "%.*s/cellvm-kernel", (int) (slash - path), path);
+    else
+        snprintf (out, PATH_MAX + 16, "cellvm-kernel");
+    return out;
+}
+
+static gw_backend_t *
+s_make_backend (const s_args_t *args, char *err, size_t errlen)
+{
+    if (!args->backend) {
+        snprintf (err, errlen, "--backend is required: name it explicitly, microvm or "
+                  "unsafe-local (no isolation)");
+        return NULL;
+    }
+    if (strcmp (args->backend, "microvm") == 0) {
+        snprintf (err, errlen, "the microvm backend is not built yet; for development use "
+                  "--backend unsafe-local, which isolates nothing");
+        return NULL;
+    }
+    if (strcmp (args->backend, "unsafe-local") != 0) {
+        snprintf (err, errlen, "unknown backend '%.64s' (use microvm or unsafe-local)",
+                  args->backend);
+        return NULL;
+    }
+    gw_log (GW_LOG_WARN, "backend.unsafe", "backend=unsafe-local isolation=none "
+            "note=\"the kernel runs as this user on this host, with its files and network; "
+            "for development and tests only\"");
+    char *path = args->kernel ? strdup (args->kernel) : s_default_kernel ();
+    if (!path)
+        abort ();
+    gw_backend_t *backend = gw_backend_local_new (path, args->max_frame, err, errlen);
+    free (path);
+    return backend;
+}
+
+int
+main (int argc, char **argv)
+{
+    s_args_t args = { .max_msg = GW_WIRE_MAX_DEFAULT, .max_frame = KN_FRAME_MAX_DEFAULT };
+    s_ensure_std_fds ();
+    if (s_parse_args (argc, argv, &args) < 0 || s_setup_logging (&args) < 0) {
+        s_usage (stderr);
+        return S_EXIT_USAGE;
+    }
+    int signal_fd = s_setup_signals ();
+    int rc = 1;
+    char err [600] = "";
+    gw_conn_t *conn = NULL;
+    gw_backend_t *backend = NULL;
+    gw_server_t *server = NULL;
+    if (!args.connection_file) {
+        snprintf (err, sizeof err, "--connection-file is required");
+        goto fail;
+    }
+    if (!(conn = gw_conn_load (args.connection_file, err, sizeof err))
+    ||  !(backend = s_make_backend (&args, err, sizeof err)))
+        goto fail;
+    gw_session_opts_t opts = { .max_frame = args.max_frame, .max_msg = args.max_msg,
+                               .cell_timeout = args.cell_timeout };
+    server = gw_server_new (conn, &backend, &opts, args.max_msg, signal_fd, err, sizeof err);
+    gw_conn_destroy (&conn);                    //  the key lives on in the signer only
+    if (!server)
+        goto fail;
+    const char *parent = getenv ("JPY_PARENT_PID");     //  started by a Jupyter client
+    if (parent && atoi (parent) > 1)
+        gw_server_watch_parent (server, atoi (parent));
+    rc = gw_server_run (server);
+    gw_server_destroy (&server);
+    gw_log (GW_LOG_INFO, "gateway.exit", "code=%d", rc);
+    close (signal_fd);
+    return rc;
+fail:
+    gw_log (GW_LOG_ERROR, "gateway.refused", "reason=\"%s\"", err);
+    fprintf (stderr, "cellvm-gateway: %s\n", err);
+    gw_conn_destroy (&conn);
+    gw_backend_destroy (&backend);
+    if (signal_fd >= 0)
+        close (signal_fd);
+    return rc;
+}

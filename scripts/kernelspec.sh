@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# kernelspec.sh - write a kernel.json for cellvm-gateway.
+#
+#   bash scripts/kernelspec.sh NAME DIR OUT_JSON [bin]
+#
+# NAME      cellvm (microVM backend) or cellvm-unsafe-local (no isolation)
+# DIR       absolute directory holding cellvm-gateway, or with "bin" the
+#           prefix whose bin/ holds it (make install)
+# OUT_JSON  the kernel.json to write (its directory is created)
+set -euo pipefail
+
+if [ $# -lt 3 ] || [ $# -gt 4 ]; then
+  echo "usage: $0 NAME ABS_DIR OUT_JSON [bin]" >&2
+  exit 2
+fi
+name=$1 dir=$2 out=$3 sub=${4:-}
+case "$dir" in
+  /*) ;;
+  *) echo "$0: DIR must be absolute: $dir" >&2; exit 2 ;;
+esac
+gateway="${dir%/}/cellvm-gateway"
+[ "$sub" = bin ] && gateway="${dir%/}/bin/cellvm-gateway"
+
+case "$name" in
+  cellvm)
+    backend=microvm
+    display="Python 3 (cellvm microVM)" ;;
+  cellvm-unsafe-local)
+    backend=unsafe-local
+    display="Python 3 (cellvm unsafe-local, NO isolation)" ;;
+  *) echo "$0: unknown kernelspec name: $name" >&2; exit 2 ;;
+esac
+
+# JSON-escape a string (backslash and double quote; paths hold nothing else
+# that JSON cares about, control characters are refused).
+json_str() {
+  local s=$1
+  if [[ "$s" == *[$'\x01'-$'\x1f']* ]]; then
+    echo "$0: control character in: $s" >&2; exit 2
+  fi
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  printf '"%s"' "$s"
+}
+
+mkdir -p "$(dirname "$out")"
+tmp="$out.tmp.$$"
+cat > "$tmp" <<JSON
+{
+  "argv": [$(json_str "$gateway"), "--connection-file", "{connection_file}",
+           "--backend", "$backend"],
+  "display_name": $(json_str "$display"),
+  "language": "python",
+  "interrupt_mode": "message",
+  "metadata": {"debugger": false, "cellvm_backend": "$backend"}
+}
+JSON
+mv -f "$tmp" "$out"

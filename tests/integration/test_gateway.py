@@ -1,0 +1,804 @@
+"""cellvm-gateway acceptance tests (issue 3), driven the way Jupyter drives a kernel.
+
+Two kinds of kernel sit behind the gateway:
+
+- "fake": tests/integration/fake_kernel.py, a scriptable kernel that can also
+  misbehave on purpose (hostile frames, deaths). These test the gateway alone.
+- "real": build/cellvm-kernel. Tests parametrised with it are named `[real]`;
+  they FAIL (never skip) when the real kernel is missing or broken.
+
+Every process a test starts is recorded by pid and killed at the end.
+"""
+import datetime
+import hashlib
+import hmac
+import json
+import os
+import pathlib
+import queue
+import signal
+import subprocess
+import time
+import uuid
+
+import psutil
+import pytest
+import zmq
+from jupyter_client import BlockingKernelClient, KernelManager
+from jupyter_client.connect import write_connection_file
+from jupyter_client.kernelspec import KernelSpecManager
+
+HERE = pathlib.Path(__file__).resolve().parent
+FAKE = HERE / "fake_kernel.py"
+DELIM = b"<IDS|MSG>"
+KEY = b"test-key-5f1b9c"
+TIMEOUT = 30
+
+
+# --------------------------------------------------------------------------
+# Process bookkeeping: every pid we start, and their descendants, dies.
+
+def descendants(pid):
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def gone(pid):
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_gone(pids, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(gone(p) for p in pids):
+            return True
+        time.sleep(0.02)
+    return all(gone(p) for p in pids)
+
+
+def kill_all(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+@pytest.fixture
+def reaper():
+    """Register pids (and their process trees) to be killed after the test."""
+    pids = set()
+
+    def track(pid):
+        pids.add(pid)
+        pids.update(descendants(pid))
+
+    yield track
+    for pid in list(pids):
+        pids.update(descendants(pid))
+    kill_all(pids)
+
+
+# --------------------------------------------------------------------------
+# A gateway started directly (raw tests, fake kernel).
+
+class Gateway:
+    def __init__(self, gateway_bin, tmp_path, kernel=FAKE, args=(), env=None, key=KEY):
+        self.key = key
+        self.conn_file, self.info = write_connection_file(
+            str(tmp_path / f"conn-{uuid.uuid4().hex[:8]}.json"), ip="127.0.0.1", key=key)
+        self.log_path = tmp_path / f"gateway-{uuid.uuid4().hex[:8]}.log"
+        self.kernel_log = tmp_path / f"kernel-{uuid.uuid4().hex[:8]}.log"
+        full_env = dict(os.environ, FAKE_KERNEL_LOG=str(self.kernel_log), **(env or {}))
+        argv = [str(gateway_bin), "--connection-file", self.conn_file,
+                "--backend", "unsafe-local", "--kernel", str(kernel), *args]
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
+        self.pid = self.proc.pid
+        self.ctx = zmq.Context()
+        self.kc = None
+
+    def endpoint(self, name):
+        return f"tcp://127.0.0.1:{self.info[name + '_port']}"
+
+    def client(self):
+        kc = BlockingKernelClient(connection_file=self.conn_file)
+        kc.load_connection_file()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=TIMEOUT)
+        self.kc = kc
+        return kc
+
+    def dealer(self, name="shell"):
+        s = self.ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.IDENTITY, uuid.uuid4().hex.encode())
+        s.connect(self.endpoint(name))
+        return s
+
+    def log_text(self):
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def kernel_requests(self):
+        if not self.kernel_log.exists():
+            return []
+        return self.kernel_log.read_text().split("\n")
+
+    def kernel_pid(self, timeout=TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            kids = psutil.Process(self.pid).children()
+            if kids:
+                return kids[0].pid
+            time.sleep(0.02)
+        raise AssertionError("gateway has no kernel child")
+
+    def close(self):
+        if self.kc:
+            self.kc.stop_channels()
+        tree = descendants(self.pid)
+        kill_all([self.pid, *tree])
+        self.proc.wait(5)
+        self.ctx.destroy(linger=0)
+        self.log.close()
+
+
+@pytest.fixture
+def start_gateway(gateway_bin, tmp_path, reaper):
+    started = []
+
+    def start(**kw):
+        gw = Gateway(gateway_bin, tmp_path, **kw)
+        reaper(gw.pid)
+        started.append(gw)
+        return gw
+
+    yield start
+    for gw in started:
+        gw.close()
+
+
+@pytest.fixture
+def gw(start_gateway):
+    g = start_gateway()
+    g.client()
+    return g
+
+
+# --------------------------------------------------------------------------
+# Raw wire helpers (pyzmq), for input no Jupyter client would send.
+
+def utcnow():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def sign(key, parts):
+    return hmac.new(key, b"".join(parts), hashlib.sha256).hexdigest().encode()
+
+
+def raw_request(msg_type, content=None, key=KEY, msg_id=None):
+    """(frames, msg_id) of a correctly signed request."""
+    msg_id = msg_id or uuid.uuid4().hex
+    header = {"msg_id": msg_id, "session": "raw-session", "username": "test", "date": utcnow(),
+              "msg_type": msg_type, "version": "5.3"}
+    parts = [json.dumps(header).encode(), b"{}", b"{}", json.dumps(content or {}).encode()]
+    return [DELIM, sign(key, parts), *parts], msg_id
+
+
+def recv_reply(sock, timeout=TIMEOUT):
+    """Next message on a raw DEALER: (header, parent_header, content)."""
+    if not sock.poll(timeout * 1000):
+        raise AssertionError("no reply")
+    frames = sock.recv_multipart()
+    i = frames.index(DELIM)
+    sig, h, p, m, c = frames[i + 1:i + 6]
+    assert sig == sign(KEY, [h, p, m, c]), "gateway signature does not verify"
+    return json.loads(h), json.loads(p), json.loads(c)
+
+
+def assert_next_reply_is(sock, msg_id):
+    """The next reply on sock answers msg_id: nothing came for what was sent before it."""
+    header, parent, content = recv_reply(sock)
+    assert parent["msg_id"] == msg_id, f"got a reply to {parent.get('msg_id')}, not {msg_id}"
+    return header, content
+
+
+# --------------------------------------------------------------------------
+# Jupyter client helpers.
+
+def run_cell(kc, code, timeout=TIMEOUT, stdin_hook=None):
+    """Execute code; return (reply, iopub messages of that request up to idle)."""
+    msgs = []
+    reply = kc.execute_interactive(code, timeout=timeout, output_hook=msgs.append,
+                                   stdin_hook=stdin_hook, allow_stdin=stdin_hook is not None)
+    return reply, msgs
+
+
+def wait_iopub(kc, msg_id, msg_type, timeout=TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == msg_type:
+            return msg
+
+
+def wait_reply(kc, msg_id, timeout=TIMEOUT, channel="shell"):
+    get = kc.get_shell_msg if channel == "shell" else kc.get_control_msg
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            msg = get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"no {channel} reply to {msg_id} within {timeout} s") from None
+        if msg["parent_header"].get("msg_id") == msg_id:
+            return msg
+
+
+def collect_until_idle(kc, msg_id, timeout=TIMEOUT):
+    out = []
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") != msg_id:
+            out.append(("other", msg))
+            continue
+        out.append(("mine", msg))
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return out
+
+
+# --------------------------------------------------------------------------
+# KernelManager: the way JupyterLab, nbclient and agents start a kernel.
+
+@pytest.fixture
+def fake_spec_dir(tmp_path, gateway_bin):
+    d = tmp_path / "kernels" / "cellvm-fake"
+    d.mkdir(parents=True)
+    (d / "kernel.json").write_text(json.dumps({
+        "argv": [str(gateway_bin), "--connection-file", "{connection_file}",
+                 "--backend", "unsafe-local", "--kernel", str(FAKE)],
+        "display_name": "fake", "language": "python", "interrupt_mode": "message"}))
+    return tmp_path / "kernels"
+
+
+@pytest.fixture(params=["fake", "real"])
+def km(request, fake_spec_dir, reaper):
+    """A started KernelManager + ready client, behind the fake or the real kernel."""
+    if request.param == "real":
+        request.getfixturevalue("kernel_bin")       # fails loudly when missing
+        manager = KernelManager(kernel_name="cellvm-unsafe-local")
+    else:
+        manager = KernelManager(kernel_name="cellvm-fake",
+                                kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(fake_spec_dir)]))
+    manager.start_kernel()
+    reaper(manager.provisioner.pid)
+    kc = manager.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=TIMEOUT)
+        reaper(manager.provisioner.pid)              # now with its kernel child
+        manager.kc = kc
+        yield manager
+    finally:
+        kc.stop_channels()
+        if manager.has_kernel:
+            manager.shutdown_kernel(now=True)
+
+
+def gateway_pid(manager):
+    return manager.provisioner.pid
+
+
+def kernel_child(manager, timeout=TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kids = psutil.Process(gateway_pid(manager)).children()
+        if kids:
+            return kids[0].pid
+        time.sleep(0.02)
+    raise AssertionError("gateway has no kernel child")
+
+
+def test_interrupt_stops_sleep_within_1s(km):
+    kc = km.kc
+    msg_id = kc.execute("import time; time.sleep(100)")
+    wait_iopub(kc, msg_id, "execute_input")
+    time.sleep(0.2)                                  # let the sleep itself begin
+    t0 = time.monotonic()
+    km.interrupt_kernel()
+    reply = wait_reply(kc, msg_id, timeout=5)
+    elapsed = time.monotonic() - t0
+    assert elapsed < 1.0, f"interrupt took {elapsed:.2f} s"
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    reply, _ = run_cell(kc, "1 + 1")                 # still the same, working kernel
+    assert reply["content"]["status"] == "ok"
+
+
+def test_restart_gives_fresh_namespace(km, reaper):
+    kc = km.kc
+    reply, _ = run_cell(kc, "x = 42")
+    assert reply["content"]["status"] == "ok"
+    old = gateway_pid(km)
+    km.restart_kernel(now=False)
+    reaper(gateway_pid(km))
+    assert gone(old)
+    kc.wait_for_ready(timeout=TIMEOUT)
+    reply, msgs = run_cell(kc, "x")
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "NameError"
+
+
+def test_shutdown_leaves_no_process_behind(km):
+    kc = km.kc
+    reply, msgs = run_cell(kc, "import subprocess\np = subprocess.Popen(['sleep', '300'])\np.pid")
+    assert reply["content"]["status"] == "ok"
+    grandchild = int(next(m for m in msgs if m["msg_type"] == "execute_result")
+                     ["content"]["data"]["text/plain"])
+    gw, kernel = gateway_pid(km), kernel_child(km)
+    t0 = time.monotonic()
+    km.shutdown_kernel(now=False)
+    elapsed = time.monotonic() - t0
+    # jupyter_client SIGTERMs at 2.5 s: the gateway must be gone well before.
+    assert elapsed < 2.0, f"shutdown took {elapsed:.2f} s"
+    assert wait_gone([gw, kernel, grandchild], 2), "a process outlived shutdown"
+
+
+def test_killing_kernel_mid_cell_gives_error_then_working_kernel(km):
+    kc = km.kc
+    run_cell(kc, "y = 1")
+    msg_id = kc.execute("import time; time.sleep(100)")
+    wait_iopub(kc, msg_id, "execute_input")
+    pid = kernel_child(km)
+    os.kill(pid, signal.SIGKILL)
+    msgs = collect_until_idle(kc, msg_id)
+    errors = [m for who, m in msgs if who == "mine" and m["msg_type"] == "error"]
+    assert len(errors) == 1
+    assert "SIGKILL" in errors[0]["content"]["evalue"]
+    assert "re-run" in errors[0]["content"]["evalue"]
+    reply = wait_reply(kc, msg_id)
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "KernelDied"
+    reply, msgs = run_cell(kc, "1 + 1")               # a new kernel answers
+    assert reply["content"]["status"] == "ok"
+    assert gateway_pid(km) and not gone(gateway_pid(km))
+    assert kernel_child(km) != pid
+
+
+def test_restarting_status_is_published(gw):
+    kc = gw.kc
+    msg_id = kc.execute("%fake exit 3")
+    states = []
+    deadline = time.monotonic() + TIMEOUT
+    while "starting" not in states and time.monotonic() < deadline:
+        msg = kc.get_iopub_msg(timeout=TIMEOUT)
+        if msg["msg_type"] == "status":
+            states.append(msg["content"]["execution_state"])
+    # the cell's own busy/idle, then the new kernel: restarting, starting
+    assert states[-2:] == ["restarting", "starting"], states
+    reply = wait_reply(kc, msg_id)
+    assert "status 3" in reply["content"]["evalue"]
+
+
+@pytest.mark.parametrize("code,words", [
+    ("%fake exit 3", "exited unexpectedly with status 3"),
+    ("%fake signal 11", "SIGSEGV"),
+    ("%fake signal 6", "SIGABRT"),
+])
+def test_kernel_death_is_explained_in_words(gw, code, words):
+    reply, msgs = run_cell(gw.kc, code)
+    errors = [m for m in msgs if m["msg_type"] == "error"]
+    assert len(errors) == 1 and words in errors[0]["content"]["evalue"]
+    assert reply["content"]["status"] == "error"
+    reply, _ = run_cell(gw.kc, "2 * 21")
+    assert reply["content"]["status"] == "ok"
+
+
+# --------------------------------------------------------------------------
+# Process behaviour: signals, heartbeat, control, held requests, routing.
+
+def test_sigterm_is_a_clean_shutdown(gw):
+    kernel = gw.kernel_pid()
+    t0 = time.monotonic()
+    os.kill(gw.pid, signal.SIGTERM)
+    assert gw.proc.wait(5) == 0
+    assert time.monotonic() - t0 < 1.5
+    assert wait_gone([kernel], 2)
+
+
+def test_sigint_is_ignored(gw):
+    os.kill(gw.pid, signal.SIGINT)
+    reply = gw.kc.kernel_info(reply=True, timeout=TIMEOUT)
+    assert reply["content"]["status"] == "ok"
+    assert gw.proc.poll() is None
+
+
+def test_gateway_exits_when_its_jupyter_parent_dies(gateway_bin, tmp_path, reaper):
+    conn, _ = write_connection_file(str(tmp_path / "conn.json"), ip="127.0.0.1", key=KEY)
+    # sh starts the gateway in the background, names itself as the Jupyter
+    # client (JPY_PARENT_PID) and exits: the gateway is orphaned.
+    cmd = (f"JPY_PARENT_PID=$$ '{gateway_bin}' --connection-file '{conn}' --backend "
+           f"unsafe-local --kernel '{FAKE}' >/dev/null 2>&1 & echo $!")
+    out = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, timeout=10)
+    pid = int(out.stdout)
+    reaper(pid)
+    assert wait_gone([pid], 10), "orphaned gateway kept running"
+
+
+def test_shutdown_request_exits_promptly(gw):
+    kernel = gw.kernel_pid()
+    t0 = time.monotonic()
+    msg_id = gw.kc.shutdown()
+    reply = wait_reply(gw.kc, msg_id, channel="control")
+    assert reply["content"] == {"status": "ok", "restart": False}
+    assert gw.proc.wait(5) == 0
+    assert time.monotonic() - t0 < 1.0
+    assert wait_gone([kernel], 2)
+
+
+def test_heartbeat_answers_while_a_cell_runs(gw):
+    msg_id = gw.kc.execute("import time; time.sleep(100)")
+    wait_iopub(gw.kc, msg_id, "execute_input")
+    req = gw.ctx.socket(zmq.REQ)
+    req.setsockopt(zmq.LINGER, 0)
+    req.connect(gw.endpoint("hb"))
+    for _ in range(3):
+        req.send(b"ping")
+        assert req.poll(1000), "heartbeat did not answer within 1 s"
+        assert req.recv() == b"ping"
+    req.close()
+
+
+def test_control_is_answered_while_a_cell_runs(gw):
+    msg_id = gw.kc.execute("import time; time.sleep(100)")
+    wait_iopub(gw.kc, msg_id, "execute_input")
+    info = gw.kc.session.msg("kernel_info_request")
+    gw.kc.control_channel.send(info)
+    reply = wait_reply(gw.kc, info["header"]["msg_id"], timeout=5, channel="control")
+    assert reply["content"]["status"] == "ok"
+
+
+def test_requests_before_hello_are_held(start_gateway):
+    g = start_gateway(env={"FAKE_KERNEL_HELLO_DELAY": "1.0"})
+    shell = g.dealer()
+    frames, msg_id = raw_request("kernel_info_request")
+    shell.send_multipart(frames)                      # the kernel is not ready yet
+    header, content = assert_next_reply_is(shell, msg_id)
+    assert content["status"] == "ok"
+    assert "kernel.ready" in g.log_text()
+    shell.close()
+
+
+def test_input_request_goes_to_the_requesting_client(gw):
+    asked = []
+
+    def answer(msg):
+        asked.append(msg["content"]["prompt"])
+        gw.kc.input("ada")
+
+    reply, msgs = run_cell(gw.kc, "%fake input name?", stdin_hook=answer)
+    assert asked == ["name?"]
+    assert any(m["msg_type"] == "stream" and "got ada" in m["content"]["text"] for m in msgs)
+
+
+def test_iopub_topics_and_parent_headers(gw):
+    sub = gw.ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(gw.endpoint("iopub"))
+    time.sleep(0.3)                                   # PUB/SUB slow joiner
+    reply, msgs = run_cell(gw.kc, "print('hi')")
+    topics = set()
+    while sub.poll(500):
+        frames = sub.recv_multipart()
+        topics.add(frames[0])
+    sub.close()
+    assert b"stream.stdout" in topics
+    assert any(t.startswith(b"kernel.") and t.endswith(b".status") for t in topics)
+    assert any(t.endswith(b".execute_input") for t in topics)
+    for m in msgs:                                    # every parent is our request
+        assert m["parent_header"]["msg_id"] == reply["parent_header"]["msg_id"]
+        assert m["parent_header"]["session"] == gw.kc.session.session
+        assert m["header"]["version"] == "5.3" and m["header"]["date"]
+
+
+def test_empty_key_means_unsigned(start_gateway):
+    g = start_gateway(key=b"")
+    kc = g.client()
+    reply, _ = run_cell(kc, "3 * 3")
+    assert reply["content"]["status"] == "ok"
+    assert "signed=no" in g.log_text()
+
+
+def test_ipc_transport(gateway_bin, tmp_path, reaper):
+    conn, _ = write_connection_file(str(tmp_path / "conn.json"), transport="ipc",
+                                    ip=str(tmp_path / "kernel-ipc"), key=KEY)
+    proc = subprocess.Popen([str(gateway_bin), "--connection-file", conn, "--backend",
+                             "unsafe-local", "--kernel", str(FAKE)])
+    reaper(proc.pid)
+    kc = BlockingKernelClient(connection_file=conn)
+    kc.load_connection_file()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=TIMEOUT)
+        reply, _ = run_cell(kc, "1 + 1")
+        assert reply["content"]["status"] == "ok"
+        assert list(tmp_path.glob("kernel-ipc-*"))
+    finally:
+        kc.stop_channels()
+        proc.terminate()
+        assert proc.wait(5) == 0
+
+
+def test_unsafe_local_warns_and_never_logs_the_key(start_gateway):
+    g = start_gateway(args=("--log-level", "debug"))
+    g.client()
+    run_cell(g.kc, "print('secret stuff')")
+    text = g.log_text()
+    assert "isolation=none" in text
+    assert KEY.decode() not in text
+
+
+def test_log_level_from_environment(start_gateway):
+    g = start_gateway(env={"CELLVM_LOG_LEVEL": "error"})
+    g.client()
+    text = g.log_text()
+    assert "backend.unsafe" not in text and "kernel.ready" not in text
+
+
+# --------------------------------------------------------------------------
+# Bad client input: dropped with a log line, never reaches the kernel, and
+# the next good request is still answered.
+
+def _signed_parts(msg_type="kernel_info_request", content=b"{}", header=None):
+    msg_id = uuid.uuid4().hex
+    h = header if header is not None else json.dumps({
+        "msg_id": msg_id, "session": "raw-session", "username": "test", "date": utcnow(),
+        "msg_type": msg_type, "version": "5.3"}).encode()
+    return [h, b"{}", b"{}", content], msg_id
+
+
+def bad_unsigned():
+    parts, msg_id = _signed_parts()
+    return [DELIM, b"", *parts], msg_id, "unsigned message"
+
+
+def bad_wrong_signature():
+    parts, msg_id = _signed_parts()
+    return [DELIM, sign(b"not-the-key", parts), *parts], msg_id, "bad signature"
+
+
+def bad_signature_length():
+    parts, msg_id = _signed_parts()
+    return [DELIM, sign(KEY, parts)[:40], *parts], msg_id, "bad signature length"
+
+
+def bad_missing_delimiter():
+    parts, msg_id = _signed_parts()
+    return [sign(KEY, parts), *parts], msg_id, "missing <IDS|MSG> delimiter"
+
+
+def bad_too_few_frames():
+    parts, msg_id = _signed_parts()
+    return [DELIM, sign(KEY, parts), *parts[:3]], msg_id, "too few frames"
+
+
+def bad_non_json():
+    parts, msg_id = _signed_parts(content=b"{this is not json")
+    return [DELIM, sign(KEY, parts), *parts], msg_id, "content is not valid JSON"
+
+
+def bad_non_json_header():
+    parts, msg_id = _signed_parts(header=b"\xff\xfe garbage")
+    return [DELIM, sign(KEY, parts), *parts], msg_id, "header is not valid JSON"
+
+
+def bad_non_object():
+    parts, msg_id = _signed_parts(content=b"[1, 2, 3]")
+    return [DELIM, sign(KEY, parts), *parts], msg_id, "content is not a JSON object"
+
+
+def bad_unknown_msg_type():
+    parts, msg_id = _signed_parts(msg_type="bogus_request")
+    return [DELIM, sign(KEY, parts), *parts], msg_id, "msg_type not accepted"
+
+
+def bad_oversize():
+    content = json.dumps({"code": "x" * 100_000}).encode()
+    parts, msg_id = _signed_parts(msg_type="execute_request", content=content)
+    return [DELIM, sign(KEY, parts), *parts], msg_id, "message too large"
+
+
+BAD_INPUTS = [bad_unsigned, bad_wrong_signature, bad_signature_length, bad_missing_delimiter,
+              bad_too_few_frames, bad_non_json, bad_non_json_header, bad_non_object,
+              bad_unknown_msg_type, bad_oversize]
+
+
+@pytest.mark.parametrize("make_bad", BAD_INPUTS, ids=[f.__name__[4:] for f in BAD_INPUTS])
+@pytest.mark.parametrize("channel", ["shell", "control"])
+def test_bad_client_input_is_dropped(start_gateway, make_bad, channel):
+    g = start_gateway(args=("--max-msg", "65536"))
+    g.client()
+    sock = g.dealer(channel)
+    frames, bad_id, reason = make_bad()
+    sock.send_multipart(frames)
+    good, good_id = raw_request("kernel_info_request")
+    sock.send_multipart(good)
+    header, content = assert_next_reply_is(sock, good_id)
+    assert content["status"] == "ok"
+    assert g.proc.poll() is None
+    log = g.log_text()
+    assert "event=client.drop" in log and reason in log, log[-2000:]
+    assert not any(bad_id in line for line in g.kernel_requests()), "bad input reached the kernel"
+    sock.close()
+
+
+def test_replayed_message_is_dropped(gw):
+    sock = gw.dealer()
+    frames, msg_id = raw_request("kernel_info_request")
+    sock.send_multipart(frames)
+    assert_next_reply_is(sock, msg_id)
+    sock.send_multipart(frames)                       # the very same signed bytes
+    good, good_id = raw_request("kernel_info_request")
+    sock.send_multipart(good)
+    assert_next_reply_is(sock, good_id)
+    assert "replayed signature" in gw.log_text()
+    assert sum(msg_id in line for line in gw.kernel_requests()) == 1
+    sock.close()
+
+
+def test_garbage_multipart_is_dropped(gw):
+    sock = gw.dealer()
+    for junk in ([b""], [b"x" * 10], [DELIM], [DELIM] * 300, [b"\x00" * 5, DELIM, b"", b"", b""]):
+        sock.send_multipart(junk)
+    good, good_id = raw_request("kernel_info_request")
+    sock.send_multipart(good)
+    assert_next_reply_is(sock, good_id)
+    sock.close()
+
+
+@pytest.mark.parametrize("setup,words", [
+    ("missing", "cannot"),
+    ("not_json", "JSON"),
+    ("no_port", "shell_port"),
+    ("bad_scheme", "signature_scheme"),
+])
+def test_bad_connection_file_is_refused(gateway_bin, tmp_path, setup, words):
+    path = tmp_path / "conn.json"
+    good = {"shell_port": 50001, "iopub_port": 50002, "stdin_port": 50003,
+            "control_port": 50004, "hb_port": 50005, "ip": "127.0.0.1", "key": "k",
+            "transport": "tcp", "signature_scheme": "hmac-sha256"}
+    if setup == "not_json":
+        path.write_text("{ this is not json")
+    elif setup == "no_port":
+        del good["shell_port"]
+        path.write_text(json.dumps(good))
+    elif setup == "bad_scheme":
+        good["signature_scheme"] = "hmac-nope"
+        path.write_text(json.dumps(good))
+    r = subprocess.run([str(gateway_bin), "--connection-file", str(path), "--backend",
+                        "unsafe-local", "--kernel", str(FAKE)], capture_output=True, timeout=10)
+    assert r.returncode != 0
+    assert words in r.stderr.decode(), r.stderr.decode()
+
+
+@pytest.mark.parametrize("argv,words", [
+    ([], "--backend is required"),
+    (["--backend", "microvm"], "microvm backend is not built yet"),
+    (["--backend", "docker"], "unknown backend"),
+    (["--backend", "unsafe-local", "--kernel", "/nonexistent/kernel"], "not an executable"),
+    (["--backend", "unsafe-local", "--max-msg", "lots"], "bad value"),
+])
+def test_bad_arguments_are_refused(gateway_bin, tmp_path, argv, words):
+    conn, _ = write_connection_file(str(tmp_path / "conn.json"), ip="127.0.0.1", key=KEY)
+    r = subprocess.run([str(gateway_bin), "--connection-file", conn, *argv],
+                       capture_output=True, timeout=10)
+    assert r.returncode != 0
+    assert words in r.stderr.decode(), r.stderr.decode()
+
+
+def test_busy_port_is_refused(gateway_bin, tmp_path):
+    conn, info = write_connection_file(str(tmp_path / "conn.json"), ip="127.0.0.1", key=KEY)
+    ctx = zmq.Context()
+    squatter = ctx.socket(zmq.ROUTER)
+    squatter.bind(f"tcp://127.0.0.1:{info['control_port']}")
+    try:
+        r = subprocess.run([str(gateway_bin), "--connection-file", conn, "--backend",
+                            "unsafe-local", "--kernel", str(FAKE)], capture_output=True, timeout=10)
+    finally:
+        squatter.close(linger=0)
+        ctx.term()
+    assert r.returncode != 0
+    assert "cannot bind control" in r.stderr.decode()
+
+
+# --------------------------------------------------------------------------
+# Hostile kernel: the session's kernel is stopped with a clear error to the
+# client, a new kernel is started, and the gateway keeps serving.
+
+HOSTILE = [
+    ("oversize", "out of range"),
+    ("zero", "out of range"),
+    ("garbage", "not valid UTF-8 JSON"),
+    ("notobject", "not a JSON object"),
+    ("bogus_type", "bogus_type is not allowed"),
+    ("bogus_channel", "unknown or missing channel"),
+    ("unknown_parent", "execute_reply for a request it was not sent"),
+    ("bad_content", "content.text must be a string"),
+    ("idle_first", "idle before the execute_reply"),
+    ("big 100000", "larger than the 65536-byte limit"),
+]
+
+
+@pytest.mark.parametrize("what,words", HOSTILE, ids=[h[0].split()[0] for h in HOSTILE])
+def test_hostile_kernel_is_stopped_and_replaced(start_gateway, what, words):
+    g = start_gateway(args=("--max-msg", "65536"))
+    kc = g.client()
+    first = g.kernel_pid()
+    reply, msgs = run_cell(kc, f"%fake {what}")
+    errors = [m for m in msgs if m["msg_type"] == "error"]
+    assert len(errors) == 1, msgs
+    evalue = errors[0]["content"]["evalue"]
+    assert "broke the channel protocol" in evalue and words in evalue, evalue
+    assert reply["content"]["status"] == "error"
+    assert wait_gone([first], 5)
+    reply, msgs = run_cell(kc, "6 * 7")
+    assert reply["content"]["status"] == "ok"
+    assert any(m["msg_type"] == "execute_result" and m["content"]["data"]["text/plain"] == "42"
+               for m in msgs)
+    assert g.proc.poll() is None
+    assert "event=kernel.violation" in g.log_text()
+
+
+def test_kernel_closing_its_channel_is_stopped(gw):
+    first = gw.kernel_pid()
+    reply, msgs = run_cell(gw.kc, "%fake close")
+    assert "closed its channel" in reply["content"]["evalue"]
+    assert wait_gone([first], 5)
+    reply, _ = run_cell(gw.kc, "1")
+    assert reply["content"]["status"] == "ok"
+
+
+def test_cell_timeout_interrupts_the_cell(start_gateway):
+    g = start_gateway(args=("--cell-timeout", "0.5"))
+    kc = g.client()
+    t0 = time.monotonic()
+    reply, msgs = run_cell(kc, "import time; time.sleep(100)")
+    assert time.monotonic() - t0 < 3
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    assert any(m["msg_type"] == "stream" and "time limit" in m["content"]["text"] for m in msgs)
+    reply, _ = run_cell(kc, "1")                      # same kernel, still fine
+    assert reply["content"]["status"] == "ok"
+    assert "kernel.died" not in g.log_text()
+
+
+def test_cell_timeout_stops_a_cell_that_ignores_interrupts(start_gateway):
+    g = start_gateway(args=("--cell-timeout", "0.5"))
+    kc = g.client()
+    first = g.kernel_pid()
+    stubborn = "import time\nwhile True:\n    try:\n        time.sleep(100)\n    except KeyboardInterrupt:\n        pass"
+    reply, msgs = run_cell(kc, stubborn)
+    assert reply["content"]["ename"] == "KernelDied"
+    assert "time limit" in reply["content"]["evalue"]
+    assert wait_gone([first], 5)
+    reply, _ = run_cell(kc, "1")
+    assert reply["content"]["status"] == "ok"
+
+
+def test_late_output_keeps_its_parent(gw):
+    reply, _ = run_cell(gw.kc, "%fake late")
+    msg = wait_iopub(gw.kc, reply["parent_header"]["msg_id"], "stream")
+    assert msg["content"]["text"] == "late\n"
+    assert gw.proc.poll() is None
+
+
+def test_kernel_that_never_starts_makes_the_gateway_give_up(start_gateway):
+    g = start_gateway(env={"FAKE_KERNEL_EXIT": "1"})
+    assert g.proc.wait(TIMEOUT) == 1
+    assert "session.give_up" in g.log_text()
