@@ -39,6 +39,7 @@ GW_OBJ := $(GW_SRC:%.c=$(B)/obj/%.o)
 KN_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_kn_*.c))
 GW_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_gw_*.c))
 KERNELSPECS := $(B)/share/jupyter/kernels/cellvm/kernel.json \
+               $(B)/share/jupyter/kernels/cellvm-agent/kernel.json \
                $(B)/share/jupyter/kernels/cellvm-unsafe-local/kernel.json
 
 DEPS_STAMP := build/.deps-ok
@@ -78,8 +79,8 @@ $(B)/tests/test_gw_%: tests/unit/test_gw_%.c $(GW_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(GW_LIBS) -ljansson -lcmocka
 
-$(B)/share/jupyter/kernels/%/kernel.json: scripts/kernelspec.sh | $(B)/cellvm-gateway
-	bash scripts/kernelspec.sh $* $(abspath $(B)) $@
+$(B)/share/jupyter/kernels/%/kernel.json: scripts/kernelspec.sh Makefile | $(B)/cellvm-gateway
+	CELLVM_IMAGE_DIR=$(abspath build/image) bash scripts/kernelspec.sh $* $(abspath $(B)) $@
 
 unit: $(KN_TESTS) $(GW_TESTS)
 	@set -e; for t in $^; do echo "== $$t"; $$t; done
@@ -118,7 +119,10 @@ run: all image
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(B)/cellvm-kernel $(B)/cellvm-gateway $(DESTDIR)$(PREFIX)/bin/
-	bash scripts/kernelspec.sh cellvm $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm/kernel.json bin
+	if [ -d build/image ]; then install -d $(DESTDIR)$(PREFIX)/share/cellvm/image && \
+	  cp --sparse=always -L build/image/* $(DESTDIR)$(PREFIX)/share/cellvm/image/; fi
+	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm/kernel.json bin
+	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm-agent $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-agent/kernel.json bin
 	bash scripts/kernelspec.sh cellvm-unsafe-local $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-unsafe-local/kernel.json bin
 
 clean:

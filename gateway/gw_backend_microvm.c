@@ -102,6 +102,8 @@ s_on_init_msg (s_self_t *self, kn_msg_t *msg)
     return died;
 }
 
+static void s_try_init (s_self_t *self);
+
 static int
 s_event_fd (void *ctx)
 {
@@ -113,8 +115,12 @@ s_on_event (void *ctx)
 {
     s_self_t *self = ctx;
     uint64_t ticks;
-    if (read (self->timerfd, &ticks, sizeof ticks) > 0 && self->init && !self->init_ready)
-        s_send_init_hello (self);
+    if (read (self->timerfd, &ticks, sizeof ticks) > 0 && !self->init_ready) {
+        if (!self->init)
+            s_try_init (self);
+        else
+            s_send_init_hello (self);
+    }
     int died = 0, rc = 0;
     while (self->init && rc == 0) {
         kn_msg_t *msg = NULL;
@@ -139,34 +145,33 @@ s_on_event (void *ctx)
 //  ---------------------------------------------------------------------------
 //  Start, kill, reap
 
+//  Spawn the VM; its ports come up a little later (s_connect, s_try_init).
 static int
 s_boot (s_self_t *self, char *err, size_t errlen)
 {
-    int ifd = -1;
     self->vm = gw_vm_new (&self->cfg, err, errlen);
-    if (!self->vm || gw_vm_start (self->vm, err, errlen) < 0)
-        goto fail;
-    if (gw_vm_wait_port (self->vm, "kernel", S_PORT_WAIT_MS, &self->kernel_fd) < 0
-    ||  gw_vm_wait_port (self->vm, "init", S_PORT_WAIT_MS, &ifd) < 0) {
-        snprintf (err, errlen, "QEMU started but its ports did not appear; see %s",
-                  gw_vm_console_log (self->vm));
-        goto fail;
+    if (!self->vm || gw_vm_start (self->vm, err, errlen) < 0) {
+        gw_vm_destroy (&self->vm);
+        return -EIO;
     }
-    self->init = gw_init_new (ifd, KN_FRAME_MAX_DEFAULT);
-    struct epoll_event ev = { .events = EPOLLIN };
-    epoll_ctl (self->epfd, EPOLL_CTL_ADD, ifd, &ev);
     self->init_ready = false;
-    s_send_init_hello (self);
-    s_hello_timer (self, true);
+    s_hello_timer (self, true);                 //  also drives connecting init's port
     gw_log (GW_LOG_INFO, "vm.booting", "pid=%d run_dir=%s", gw_vm_pid (self->vm),
             gw_vm_run_dir (self->vm));
     return 0;
-fail:
-    if (self->kernel_fd >= 0)
-        close (self->kernel_fd);
-    self->kernel_fd = -1;
-    gw_vm_destroy (&self->vm);
-    return -EIO;
+}
+
+//  Connect init's port once QEMU listens on it; say hello.
+static void
+s_try_init (s_self_t *self)
+{
+    int ifd = -1;
+    if (self->init || !self->vm || gw_vm_connect_port (self->vm, "init", &ifd) < 0)
+        return;
+    self->init = gw_init_new (ifd, KN_FRAME_MAX_DEFAULT);
+    struct epoll_event ev = { .events = EPOLLIN };
+    epoll_ctl (self->epfd, EPOLL_CTL_ADD, ifd, &ev);
+    s_send_init_hello (self);
 }
 
 static void
@@ -190,6 +195,10 @@ s_start (void *ctx, int *fd_p, char *err, size_t errlen)
     if (!self->vm) {
         if (s_boot (self, err, errlen) < 0)
             return -EIO;
+        *fd_p = -1;                             //  s_connect hands it over
+        self->kernel_alive = true;
+        self->have_exit = false;
+        return 0;
     }
     else {
         json_t *c = json_object ();
@@ -208,6 +217,28 @@ s_start (void *ctx, int *fd_p, char *err, size_t errlen)
     self->kernel_alive = true;
     self->have_exit = false;
     return 0;
+}
+
+static int
+s_connect (void *ctx, int *fd_p, char *err, size_t errlen)
+{
+    s_self_t *self = ctx;
+    if (!self->vm)
+        return -ECHILD;
+    if (self->kernel_fd < 0) {
+        int rc = gw_vm_connect_port (self->vm, "kernel", &self->kernel_fd);
+        if (rc == -EAGAIN)
+            return -EAGAIN;
+        if (rc < 0) {
+            snprintf (err, errlen, "the VM did not open its kernel port (%s); see %s",
+                      strerror (-rc), gw_vm_console_log (self->vm));
+            return rc;
+        }
+        gw_log (GW_LOG_INFO, "vm.kernel_port", "pid=%d", gw_vm_pid (self->vm));
+    }
+    s_try_init (self);
+    *fd_p = fcntl (self->kernel_fd, F_DUPFD_CLOEXEC, 3);
+    return *fd_p < 0 ? -errno : 0;
 }
 
 static int
@@ -433,7 +464,7 @@ gw_backend_microvm_new (const gw_vm_config_t *cfg, char *err, size_t errlen)
     if (!self->cfg.tsc_khz)
         self->cfg.tsc_khz = gw_accel_tsc_khz ();
     *be = (gw_backend_t) {
-        .name = "microvm", .start = s_start, .interrupt = NULL, .kill = s_kill,
+        .name = "microvm", .start = s_start, .connect = s_connect, .interrupt = NULL, .kill = s_kill,
         .reap = s_reap, .pid = s_pid, .destroy = s_destroy, .ctx = self,
         .sync_markers = true, .event_fd = s_event_fd, .on_event = s_on_event,
         .put_file = s_put_file, .get_file = s_get_file,

@@ -9,6 +9,8 @@
     signalfd so that no handler ever interrupts the reactor.
 */
 #include "gw_backend_local.h"
+#include "gw_backend_microvm.h"
+#include "gw_rundir.h"
 #include "gw_conn.h"
 #include "gw_log.h"
 #include "gw_server.h"
@@ -19,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,6 +40,12 @@ typedef struct {
     size_t max_msg;
     uint32_t max_frame;
     double cell_timeout;
+    const char *image;                          //  NULL: image/ beside this binary
+    const char *qemu;
+    const char *accel;
+    const char *run_dir;
+    unsigned memory_mib, vcpus;
+    unsigned long long disk_bytes;
 } s_args_t;
 
 static void
@@ -53,6 +62,14 @@ s_usage (FILE *out)
         "  --max-msg BYTES         largest client or kernel message (default 64 MiB)\n"
         "  --max-frame BYTES       largest channel frame (default 64 MiB)\n"
         "  --cell-timeout S        interrupt, then restart, a cell running longer (default off)\n"
+        "microvm options:\n"
+        "  --image DIR             guest image (default: image/ beside this binary)\n"
+        "  --memory MIB            guest memory (default 512)\n"
+        "  --vcpus N               guest vCPUs (default 1)\n"
+        "  --disk-size BYTES       the session's /workspace disk (default 1G)\n"
+        "  --accel auto|kvm|tcg    accelerator (default auto: KVM only on real vmx/svm)\n"
+        "  --qemu PATH             QEMU binary (default qemu-system-x86_64)\n"
+        "  --run-dir DIR           where session run directories go\n"
         "  CELLVM_LOG_LEVEL        log level when --log-level is not given (default info)\n");
 }
 
@@ -100,6 +117,25 @@ s_parse_option (s_args_t *args, int opt, const char *val)
         case 't':
             args->cell_timeout = strtod (val, &end);
             return end == val || *end || args->cell_timeout < 0 ? -EINVAL : 0;
+        case 'i': args->image = val; return 0;
+        case 'q': args->qemu = val; return 0;
+        case 'a': args->accel = val; return gw_accel_parse (val) < 0 ? -EINVAL : 0;
+        case 'r': args->run_dir = val; return 0;
+        case 'M':
+            if (s_parse_size (val, 1 << 20, &v) < 0 || v < 128)
+                return -EINVAL;
+            args->memory_mib = (unsigned) v;
+            return 0;
+        case 'c':
+            if (s_parse_size (val, 64, &v) < 0)
+                return -EINVAL;
+            args->vcpus = (unsigned) v;
+            return 0;
+        case 'd':
+            if (s_parse_size (val, 1ULL << 42, &v) < 0 || v < (64ULL << 20))
+                return -EINVAL;
+            args->disk_bytes = v;
+            return 0;
         default:
             return -EINVAL;
     }
@@ -116,6 +152,13 @@ s_parse_args (int argc, char **argv, s_args_t *args)
         { "max-msg", required_argument, NULL, 'm' },
         { "max-frame", required_argument, NULL, 'F' },
         { "cell-timeout", required_argument, NULL, 't' },
+        { "image", required_argument, NULL, 'i' },
+        { "qemu", required_argument, NULL, 'q' },
+        { "accel", required_argument, NULL, 'a' },
+        { "run-dir", required_argument, NULL, 'r' },
+        { "memory", required_argument, NULL, 'M' },
+        { "vcpus", required_argument, NULL, 'c' },
+        { "disk-size", required_argument, NULL, 'd' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -186,9 +229,9 @@ s_setup_signals (void)
     return signalfd (-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
-//  cellvm-kernel in the directory of this executable.
+//  name in the directory of this executable.
 static char *
-s_default_kernel (void)
+s_beside_me (const char *name)
 {
     char path [PATH_MAX];
     ssize_t n = readlink ("/proc/self/exe", path, sizeof path - 1);
@@ -197,10 +240,39 @@ s_default_kernel (void)
     if (!out)
         abort ();
     if (slash)
-        snprintf (out, PATH_MAX + 16, "%.*s/cellvm-kernel", (int) (slash - path), path);
+        snprintf (out, PATH_MAX + 16, "%.*s/%s", (int) (slash - path), path, name);
     else
-        snprintf (out, PATH_MAX + 16, "cellvm-kernel");
+        snprintf (out, PATH_MAX + 16, "%s", name);
     return out;
+}
+
+static gw_backend_t *
+s_make_microvm (const s_args_t *args, char *err, size_t errlen)
+{
+    static char *image = NULL;                  //  lives as long as the backend
+    gw_vm_config_t cfg;
+    gw_vm_config_defaults (&cfg);
+    if (!image)
+        image = args->image ? strdup (args->image) : s_beside_me ("image");
+    cfg.image_dir = image;
+    if (args->qemu)
+        cfg.qemu = args->qemu;
+    if (args->accel)
+        cfg.accel = (gw_accel_t) gw_accel_parse (args->accel);
+    if (args->run_dir)
+        cfg.run_base = args->run_dir;
+    if (args->memory_mib)
+        cfg.mem_mib = args->memory_mib;
+    if (args->vcpus)
+        cfg.vcpus = args->vcpus;
+    if (args->disk_bytes)
+        cfg.disk_bytes = args->disk_bytes;
+    char base [PATH_MAX];
+    if (!cfg.run_base && gw_rundir_default_base (base, sizeof base) == 0)
+        gw_rundir_sweep (base);
+    else if (cfg.run_base)
+        gw_rundir_sweep (cfg.run_base);
+    return gw_backend_microvm_new (&cfg, err, errlen);
 }
 
 static gw_backend_t *
@@ -211,11 +283,8 @@ s_make_backend (const s_args_t *args, char *err, size_t errlen)
                   "unsafe-local (no isolation)");
         return NULL;
     }
-    if (strcmp (args->backend, "microvm") == 0) {
-        snprintf (err, errlen, "the microvm backend is not built yet; for development use "
-                  "--backend unsafe-local, which isolates nothing");
-        return NULL;
-    }
+    if (strcmp (args->backend, "microvm") == 0)
+        return s_make_microvm (args, err, errlen);
     if (strcmp (args->backend, "unsafe-local") != 0) {
         snprintf (err, errlen, "unknown backend '%.64s' (use microvm or unsafe-local)",
                   args->backend);
@@ -224,7 +293,7 @@ s_make_backend (const s_args_t *args, char *err, size_t errlen)
     gw_log (GW_LOG_WARN, "backend.unsafe", "backend=unsafe-local isolation=none "
             "note=\"the kernel runs as this user on this host, with its files and network; "
             "for development and tests only\"");
-    char *path = args->kernel ? strdup (args->kernel) : s_default_kernel ();
+    char *path = args->kernel ? strdup (args->kernel) : s_beside_me ("cellvm-kernel");
     if (!path)
         abort ();
     gw_backend_t *backend = gw_backend_local_new (path, args->max_frame, err, errlen);

@@ -21,10 +21,16 @@ esac
 gateway="${dir%/}/cellvm-gateway"
 [ "$sub" = bin ] && gateway="${dir%/}/bin/cellvm-gateway"
 
+extra=""
 case "$name" in
   cellvm)
     backend=microvm
     display="Python 3 (cellvm microVM)" ;;
+  cellvm-agent)
+    # For agents: a runaway cell is interrupted after 120 s, then killed and restarted.
+    backend=microvm
+    extra=', "--cell-timeout", "120"'
+    display="Python 3 (cellvm microVM, 120 s cell limit)" ;;
   cellvm-unsafe-local)
     backend=unsafe-local
     display="Python 3 (cellvm unsafe-local, NO isolation)" ;;
@@ -43,12 +49,17 @@ json_str() {
   printf '"%s"' "$s"
 }
 
+# The guest image: CELLVM_IMAGE_DIR, else the gateway's default (image/ beside it).
+if [ "$backend" = microvm ] && [ -n "${CELLVM_IMAGE_DIR:-}" ]; then
+  extra="$extra, \"--image\", $(json_str "$CELLVM_IMAGE_DIR")"
+fi
+
 mkdir -p "$(dirname "$out")"
 tmp="$out.tmp.$$"
 cat > "$tmp" <<JSON
 {
   "argv": [$(json_str "$gateway"), "--connection-file", "{connection_file}",
-           "--backend", "$backend"],
+           "--backend", "$backend"$extra],
   "display_name": $(json_str "$display"),
   "language": "python",
   "interrupt_mode": "message",
