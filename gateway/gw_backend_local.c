@@ -5,6 +5,8 @@
     async-signal-safe calls; everything it needs is prepared beforehand.
 */
 #include "gw_backend_local.h"
+#include "gw_rundir.h"
+#include "gw_wsfiles.h"
 #include "gw_log.h"
 
 #include <assert.h>
@@ -26,6 +28,9 @@ typedef struct {
     char *path;                                 //  kernel executable
     char max_frame [16];                        //  --max-frame value
     pid_t pid;                                  //  running kernel, 0 = none
+    gw_rundir_t *run;                           //  holds workspace/ for this session
+    char workspace [4096];                      //  run/workspace; the kernel's outdir below
+    char outdir [4200];
 } s_local_t;
 
 //  --------------------------------------------------------------------------
@@ -107,7 +112,8 @@ s_start (void *ctx, int *fd_p, char *err, size_t errlen)
     int fds [4] = { -1, -1, -1, -1 }, rc = 0;   //  socketpair, report pipe
     char fd_arg [8];
     snprintf (fd_arg, sizeof fd_arg, "%d", S_CHAN_FD);
-    char *argv [] = { self->path, "--fd", fd_arg, "--max-frame", self->max_frame, NULL };
+    char *argv [] = { self->path, "--fd", fd_arg, "--max-frame", self->max_frame,
+                      "--outdir", self->outdir, NULL };
     if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0
     ||  pipe2 (fds + 2, O_CLOEXEC) < 0) {
         rc = -errno;
@@ -214,8 +220,40 @@ s_destroy (void *ctx)
         s_kill (self);
         waitpid (self->pid, NULL, 0);
     }
+    gw_rundir_destroy (&self->run);
     free (self->path);
     free (self);
+}
+
+static int
+s_put_file (void *ctx, const char *path, const uint8_t *data, size_t len, json_t **reply_p,
+            char *err, size_t errlen)
+{
+    return gw_wsfiles_put (((s_local_t *) ctx)->workspace, path, data, len, reply_p, err, errlen);
+}
+
+static int
+s_get_file (void *ctx, const char *path, size_t max, uint8_t **data_p, size_t *len_p,
+            char *err, size_t errlen)
+{
+    return gw_wsfiles_get (((s_local_t *) ctx)->workspace, path, max, data_p, len_p, err, errlen);
+}
+
+//  A private workspace for the session: never the host's /workspace.
+static int
+s_make_workspace (s_local_t *self, char *err, size_t errlen)
+{
+    self->run = gw_rundir_new (NULL, err, errlen);
+    if (!self->run)
+        return -EIO;
+    snprintf (self->workspace, sizeof self->workspace, "%s/workspace",
+              gw_rundir_path (self->run));
+    snprintf (self->outdir, sizeof self->outdir, "%s/out", self->workspace);
+    if (mkdir (self->workspace, 0700) < 0 || mkdir (self->outdir, 0700) < 0) {
+        snprintf (err, errlen, "cannot create %s: %s", self->outdir, strerror (errno));
+        return -errno;
+    }
+    return 0;
 }
 
 gw_backend_t *
@@ -239,9 +277,15 @@ gw_backend_local_new (const char *kernel_path, uint32_t max_frame, char *err, si
     if (!self || !backend || !(self->path = strdup (kernel_path)))
         abort ();
     snprintf (self->max_frame, sizeof self->max_frame, "%u", max_frame);
+    if (s_make_workspace (self, err, errlen) < 0) {
+        s_destroy (self);
+        free (backend);
+        return NULL;
+    }
     *backend = (gw_backend_t) {
         .name = "unsafe-local", .start = s_start, .interrupt = s_interrupt,
-        .kill = s_kill, .reap = s_reap, .pid = s_pid, .destroy = s_destroy, .ctx = self
+        .kill = s_kill, .reap = s_reap, .pid = s_pid, .destroy = s_destroy, .ctx = self,
+        .put_file = s_put_file, .get_file = s_get_file
     };
     return backend;
 }

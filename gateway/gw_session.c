@@ -14,6 +14,7 @@
     failed start and go to the next kernel.
 */
 #include "gw_session.h"
+#include "gw_files.h"
 #include "gw_chan.h"
 #include "gw_check.h"
 #include "gw_log.h"
@@ -60,6 +61,8 @@ struct _gw_session_t {
     bool finished;
     int exit_code;
     char why [256];                             //  reason of a kernel violation
+    gw_files_t *files;                          //  file requests and artifacts
+    char outdir [512];                          //  the kernel's output directory (hello)
 };
 
 //  --------------------------------------------------------------------------
@@ -514,6 +517,8 @@ s_on_cellvm (gw_session_t *self, const kn_msg_t *msg)
         self->state = S_READY;
         self->hello = true;
         self->failures = 0;
+        const char *outdir = json_string_value (json_object_get (content, "outdir"));
+        snprintf (self->outdir, sizeof self->outdir, "%s", outdir ? outdir : "");
         gw_log (GW_LOG_INFO, "kernel.ready", "start=%d ipython=%s held=%zu", self->starts,
                 json_is_true (json_object_get (content, "ipython")) ? "yes" : "no",
                 zlistx_size (self->held));
@@ -535,6 +540,9 @@ s_on_reply (gw_session_t *self, const kn_msg_t *msg)
     json_t *count = json_object_get (kn_msg_content (msg), "execution_count");
     if (req->execute && json_is_integer (count))
         self->exec_count = (int) json_integer_value (count);
+    if (req->execute && self->outdir [0])       //  artifacts: copy, add host_path
+        gw_files_collect (self->files, self->backend, self->outdir,
+                          json_object_get (kn_msg_content (msg), "output_files"));
     if (req->ids)
         s_relay (self, msg, req->ids, req->header);
     return 0;
@@ -734,6 +742,27 @@ s_admit (gw_session_t *self, const kn_msg_t *msg)
     return rc;
 }
 
+//  cellvm_put/get_request: the gateway answers, through the backend.
+static void
+s_file_request (gw_session_t *self, const kn_msg_t *msg, const gw_frames_t *ids)
+{
+    json_t *parent = kn_msg_header (msg);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    s_status (self, parent, "busy");
+    json_t *content = gw_files_handle (self->files, self->backend, msg, &buf, &len);
+    char rtype [64];
+    snprintf (rtype, sizeof rtype, "%.*s_reply", (int) (strlen (kn_msg_type (msg)) - 8),
+              kn_msg_type (msg));
+    kn_msg_t *reply = kn_msg_new (KN_CH_CONTROL, rtype, parent, &content, self->session);
+    if (buf)
+        kn_msg_add_buffer (reply, &buf, len);
+    free (buf);
+    s_emit (self, KN_CH_CONTROL, ids, reply);
+    kn_msg_destroy (&reply);
+    s_status (self, parent, "idle");
+}
+
 int
 gw_session_request (gw_session_t *self, gw_frames_t **ids_p, kn_msg_t **msg_p)
 {
@@ -746,6 +775,10 @@ gw_session_request (gw_session_t *self, gw_frames_t **ids_p, kn_msg_t **msg_p)
     if (gw_log_enabled (GW_LOG_DEBUG))
         gw_log (GW_LOG_DEBUG, "client.msg", "channel=%s msg_type=%s msg_id=%s",
                 kn_channel_name (kn_msg_channel (msg)), kn_msg_type (msg), kn_msg_id (msg));
+    if (gw_files_is_request (kn_msg_type (msg))) {
+        s_file_request (self, msg, *ids_p);
+        goto done;
+    }
     if (kn_msg_channel (msg) != KN_CH_STDIN)
         gw_reqs_add (self->reqs, msg, ids_p);
     bool shutdown = strcmp (kn_msg_type (msg), "shutdown_request") == 0;
@@ -784,6 +817,8 @@ gw_session_new (gw_backend_t **backend_p, const gw_session_opts_t *opts,
     self->emit = emit;
     self->emit_arg = emit_arg;
     kn_uuid4 (self->session);
+    self->files = gw_files_new (self->opts.artifacts_dir, self->session,
+                                self->opts.artifact_max_file, self->opts.artifact_max_session);
     self->reqs = gw_reqs_new ();
     self->held = zlistx_new ();
     zlistx_set_destructor (self->held, s_held_free);
@@ -798,6 +833,7 @@ gw_session_destroy (gw_session_t **self_p)
     if (!self)
         return;
     gw_chan_destroy (&self->chan);
+    gw_files_destroy (&self->files);
     gw_backend_destroy (&self->backend);       //  kills and reaps a kernel still running
     gw_reqs_destroy (&self->reqs);
     zlistx_destroy (&self->held);

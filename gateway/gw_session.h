@@ -43,6 +43,9 @@ typedef struct {
     double cell_timeout;                        //  seconds a cell may run, 0: off
     double ready_timeout;                       //  seconds to the kernel's hello (0: 60)
     int restart_limit;                          //  failed starts in a row before giving up (0: 5)
+    const char *artifacts_dir;                  //  output_files copied here, NULL: off
+    size_t artifact_max_file;                   //  per file (0: 100 MiB)
+    size_t artifact_max_session;                //  per session (0: 1 GiB)
 } gw_session_opts_t;
 
 //  New session over *backend_p (ownership moves in). opts may be NULL.

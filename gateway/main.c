@@ -22,7 +22,9 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +48,8 @@ typedef struct {
     const char *run_dir;
     unsigned memory_mib, vcpus;
     unsigned long long disk_bytes;
+    const char *artifacts_dir;
+    unsigned long long artifact_max_file, artifact_max_session;
 } s_args_t;
 
 static void
@@ -62,6 +66,10 @@ s_usage (FILE *out)
         "  --max-msg BYTES         largest client or kernel message (default 64 MiB)\n"
         "  --max-frame BYTES       largest channel frame (default 64 MiB)\n"
         "  --cell-timeout S        interrupt, then restart, a cell running longer (default off)\n"
+        "  --artifacts-dir DIR     where output_files are copied (default:\n"
+        "                          $XDG_DATA_HOME/cellvm/artifacts, or ~/.local/share/...)\n"
+        "  --artifact-max-file B   largest artifact copied (default 100M)\n"
+        "  --artifact-max-session B  artifact bytes per session (default 1G)\n"
         "microvm options:\n"
         "  --image DIR             guest image (default: image/ beside this binary)\n"
         "  --memory MIB            guest memory (default 512)\n"
@@ -118,6 +126,11 @@ s_parse_option (s_args_t *args, int opt, const char *val)
             args->cell_timeout = strtod (val, &end);
             return end == val || *end || args->cell_timeout < 0 ? -EINVAL : 0;
         case 'i': args->image = val; return 0;
+        case 'A': args->artifacts_dir = val; return 0;
+        case 'X':
+            return s_parse_size (val, 1ULL << 40, &args->artifact_max_file);
+        case 'Y':
+            return s_parse_size (val, 1ULL << 44, &args->artifact_max_session);
         case 'q': args->qemu = val; return 0;
         case 'a': args->accel = val; return gw_accel_parse (val) < 0 ? -EINVAL : 0;
         case 'r': args->run_dir = val; return 0;
@@ -153,6 +166,9 @@ s_parse_args (int argc, char **argv, s_args_t *args)
         { "max-frame", required_argument, NULL, 'F' },
         { "cell-timeout", required_argument, NULL, 't' },
         { "image", required_argument, NULL, 'i' },
+        { "artifacts-dir", required_argument, NULL, 'A' },
+        { "artifact-max-file", required_argument, NULL, 'X' },
+        { "artifact-max-session", required_argument, NULL, 'Y' },
         { "qemu", required_argument, NULL, 'q' },
         { "accel", required_argument, NULL, 'a' },
         { "run-dir", required_argument, NULL, 'r' },
@@ -246,6 +262,28 @@ s_beside_me (const char *name)
     return out;
 }
 
+//  --artifacts-dir, or $XDG_DATA_HOME/cellvm/artifacts, or ~/.local/share/...
+static void
+s_default_artifacts (const s_args_t *args, char *out, size_t cap)
+{
+    const char *xdg = getenv ("XDG_DATA_HOME"), *home = getenv ("HOME");
+    out [0] = 0;
+    if (args->artifacts_dir)
+        snprintf (out, cap, "%s", args->artifacts_dir);
+    else if (xdg && xdg [0] == '/')
+        snprintf (out, cap, "%s/cellvm/artifacts", xdg);
+    else if (home && home [0] == '/')
+        snprintf (out, cap, "%s/.local/share/cellvm/artifacts", home);
+    //  Make the parents; the session makes its own subdirectory.
+    for (char *p = out + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir (out, 0700);
+            *p = '/';
+        }
+    mkdir (out, 0700);
+}
+
 static gw_backend_t *
 s_make_microvm (const s_args_t *args, char *err, size_t errlen)
 {
@@ -323,8 +361,13 @@ main (int argc, char **argv)
     if (!(conn = gw_conn_load (args.connection_file, err, sizeof err))
     ||  !(backend = s_make_backend (&args, err, sizeof err)))
         goto fail;
+    char artifacts [PATH_MAX];
+    s_default_artifacts (&args, artifacts, sizeof artifacts);
     gw_session_opts_t opts = { .max_frame = args.max_frame, .max_msg = args.max_msg,
-                               .cell_timeout = args.cell_timeout };
+                               .cell_timeout = args.cell_timeout,
+                               .artifacts_dir = artifacts [0] ? artifacts : NULL,
+                               .artifact_max_file = (size_t) args.artifact_max_file,
+                               .artifact_max_session = (size_t) args.artifact_max_session };
     server = gw_server_new (conn, &backend, &opts, args.max_msg, signal_fd, err, sizeof err);
     gw_conn_destroy (&conn);                    //  the key lives on in the signer only
     if (!server)
