@@ -25,6 +25,7 @@ struct _kn_chan_t {
     size_t rpos, rlen;
     kn_msg_t *pending;          //  JSON seen, waiting for its buffers
     int device;                 //  0 bytes read = host not connected
+    pid_t owner;                //  only this process may write: not a cell's fork
 };
 
 kn_chan_t *
@@ -36,6 +37,7 @@ kn_chan_new (int fd, uint32_t max_frame)
     self->fd = fd;
     self->max_frame = max_frame;
     self->dec = kn_frame_dec_new (max_frame);
+    self->owner = getpid ();
     pthread_mutex_init (&self->wlock, NULL);
     return self;
 }
@@ -130,6 +132,10 @@ kn_chan_send (kn_chan_t *self, kn_msg_t **msg_p)
             rc = -EMSGSIZE;
     }
     if (rc == 0 && self->wdead)
+        rc = -EPIPE;
+    //  A cell that called fork(): the child must never write into the stream
+    //  its parent is writing, or frames interleave.
+    if (rc == 0 && getpid () != self->owner)
         rc = -EPIPE;
     //  On a port a hello follows a sync marker, so the host can find it even
     //  after a predecessor died mid-frame (docs/channel.md).

@@ -24,6 +24,7 @@ struct _kn_kernel_t {
     kn_chan_t *chan;                //  borrowed
     kn_interp_t interp;
     char session [37];
+    pid_t pid;                      //  the kernel process (not a cell's fork)
     char *outdir;
     kn_outfiles_t *outfiles;
     json_t *info;                   //  kernel_info_reply content, cached
@@ -51,6 +52,7 @@ kn_kernel_new (kn_chan_t *chan, const kn_kernel_config_t *config)
     if (!self)
         abort ();
     self->chan = chan;
+    self->pid = getpid ();
     kn_uuid4 (self->session);
     pthread_mutex_init (&self->lock, NULL);
     pthread_cond_init (&self->cond, NULL);
@@ -490,6 +492,8 @@ s_run_interp (kn_kernel_t *self, const kn_msg_t *msg, s_item_t **aborted)
         kn_outfiles_snapshot (self->outfiles);
     s_set_current (self, msg, silent, true);
     json_t *reply = self->interp.handle (self->interp.ctx, type, content);
+    if (getpid () != self->pid)
+        _exit (0);      //  a fork the cell made, back from the cell: it is done
     s_set_current (self, msg, silent, false);
     if (self->interp.discard_interrupt)
         self->interp.discard_interrupt (self->interp.ctx);

@@ -487,3 +487,28 @@ def test_output_files_capped(outk):
         f"a truncated list must say so with a flag in execute_reply, got keys {sorted(c)}"
     c2 = assert_execute_ok(k.execute("'nothing written'"))
     assert not any(v is True for k2, v in c2.items() if "truncat" in k2.lower())
+
+
+# ------------------------------------------------------------------------------ fork
+def test_a_forked_child_never_writes_the_channel(new_kernel):
+    """A cell's fork() child finishes the cell too: it must not send a second
+    reply or idle into the stream (frames would interleave), and must exit."""
+    k = new_kernel()
+    code = ("import os\npid = os.fork()\nif pid == 0:\n    print('child', flush=True)\n"
+            "else:\n    os.waitpid(pid, 0)\n    print('parent')\n")
+    res = k.execute(code)
+    assert_execute_ok(res)
+    text = res.stream_text()
+    assert "child" in text and "parent" in text, res
+    time.sleep(0.5)
+    replies = [m for m in k.for_parent(res.msg_id) if m.msg_type == "execute_reply"]
+    assert len(replies) == 1, replies
+    # Every fork in a loop, then the kernel still answers in order.
+    res = k.execute("import os\nkids = [os.fork() for _ in range(3)]\n"
+                    "[os.waitpid(p, 0) for p in kids if p > 0]\nlen(kids)")
+    assert_execute_ok(res)
+    time.sleep(0.5)
+    assert len([m for m in k.for_parent(res.msg_id) if m.msg_type == "execute_reply"]) == 1
+    res = k.execute("print('still here')")
+    assert_execute_ok(res)
+    assert res.stream_text() == "still here\n"
