@@ -98,6 +98,19 @@ s_proc_starttime (pid_t pid, unsigned long long *start_p)
     return gw_rundir_parse_starttime (text, start_p);
 }
 
+//  A zombie (killed, not yet reaped by its parent) keeps its start time but
+//  owns nothing any more.
+static bool
+s_proc_dead (pid_t pid)
+{
+    char path [64], text [1024];
+    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
+    if (s_read_small (path, text, sizeof text) < 0)
+        return true;
+    const char *paren = strrchr (text, ')');
+    return !paren || paren [1] != ' ' || paren [2] == 'Z' || paren [2] == 'X';
+}
+
 //  --------------------------------------------------------------------------
 //  Removing a tree without following symlinks.
 
@@ -267,7 +280,7 @@ s_is_stale (const char *dir)
     }
     if (pid == (int) getpid ())
         return false;
-    return s_proc_starttime (pid, &now_start) < 0 || now_start != start;
+    return s_proc_starttime (pid, &now_start) < 0 || now_start != start || s_proc_dead (pid);
 }
 
 //  SIGKILL the QEMU named by dir/qemu.pid if its command line uses dir.

@@ -132,14 +132,34 @@ s_child (void)
     _exit (127);
 }
 
+//  Wait up to ms for the kernel cgroup to report "populated 0".
+static void
+s_wait_cgroup_empty (int ms)
+{
+    for (int waited = 0; waited < ms; waited += 10) {
+        char buf [256] = "";
+        FILE *f = fopen (GI_CGROUP "/cgroup.events", "re");
+        size_t n = f ? fread (buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose (f);
+        buf [n] = 0;
+        if (!f || strstr (buf, "populated 0"))
+            return;
+        usleep (10 * 1000);
+    }
+    gi_log ("kernel cgroup still populated after %d ms; starting anyway", ms);
+}
+
 int
 gi_kernel_start (gi_kernel_t *self)
 {
     assert (self);
     if (self->pid)
         return -EALREADY;
-    //  Anything the last kernel left in its cgroup goes first.
+    //  Anything the last kernel left in its cgroup goes first, and is gone
+    //  before the new one starts: dying processes still hold their memory.
     gi_sys_write_file (GI_CGROUP "/cgroup.kill", "1");
+    s_wait_cgroup_empty (5000);
     if (mkdir ("/tmp/home", 0700) == 0 || errno == EEXIST)
         if (chown ("/tmp/home", GI_KERNEL_UID, GI_KERNEL_GID) < 0)
             gi_log ("chown /tmp/home: %s", strerror (errno));
