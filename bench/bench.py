@@ -7,13 +7,22 @@ $CELLVM_BENCH_OUT) for A/B comparison between runs.
 
 Environment: CELLVM_BUILD (build dir), BENCH_KERNELS (comma list of
 kernelspec names; default: every cellvm kernelspec found, plus python3),
-BENCH_QUICK=1 for fewer repeats.
+BENCH_QUICK=1 for fewer repeats, BENCH_SNAPSHOTS=0 to skip the start-path
+section (cold boot / restore / pool hand-out, PSS per idle session).
+
+The start-path section derives three kernelspecs from the `cellvm` one
+(same gateway and image): `--no-templates` (cold boot), the default
+(restore from a template), and `--pool 2` (hand-out from a pool daemon the
+bench starts and stops by pid). See docs/snapshots.md.
 """
 import json
 import os
 import pathlib
+import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -27,6 +36,10 @@ QUICK = os.environ.get("BENCH_QUICK") == "1"
 STARTS = 3 if QUICK else 8
 CELLS = 30 if QUICK else 200
 STDOUT_MB = 4 if QUICK else 16
+COLD_STARTS = 2 if QUICK else 3
+SNAP_STARTS = 5 if QUICK else 12
+IDLE_SESSIONS = 3 if QUICK else 4
+BUDGET_GIB = 12
 
 
 def pct(values, p):
@@ -63,6 +76,14 @@ def descendants(pid):
     for k in kids:
         out += descendants(k)
     return out
+
+
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
 
 
 def start(name):
@@ -128,6 +149,222 @@ def bench_kernel(name):
     return res
 
 
+# ---------------------------------------------------------------------------
+# The start path: cold boot, restore, pool hand-out; PSS per idle session.
+
+def derived_specs(root):
+    """cellvm-bench-{cold,restore,pool} kernelspecs under root."""
+    base = json.loads((BUILD / "share/jupyter/kernels/cellvm/kernel.json").read_text())
+    extra = {"cold": ["--no-templates"], "restore": [], "pool": ["--pool", "2"]}
+    for name, more in extra.items():
+        d = pathlib.Path(root) / "kernels" / f"cellvm-bench-{name}"
+        d.mkdir(parents=True, exist_ok=True)
+        spec = dict(base, argv=base["argv"] + more, display_name=f"bench {name}")
+        (d / "kernel.json").write_text(json.dumps(spec))
+    os.environ["JUPYTER_PATH"] = f"{root}:{BUILD / 'share' / 'jupyter'}"
+    return base["argv"]
+
+
+def gateway_opts(argv):
+    """The cellvm spec's options that shape the VM (for the template and pool)."""
+    out = []
+    for i, a in enumerate(argv):
+        if a in ("--image", "--memory", "--vcpus", "--disk-size", "--accel", "--qemu"):
+            out += [a, argv[i + 1]]
+    return out
+
+
+def ensure_template(gw, opts):
+    t0 = time.perf_counter()
+    while True:
+        p = subprocess.run([gw, "--build-template"] + opts, capture_output=True, text=True)
+        if p.returncode != 3:                   # 3: another process is building it
+            break
+        time.sleep(5)
+    if p.returncode != 0:
+        raise SystemExit(f"bench: template build failed: {p.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+class PoolDaemon:
+    def __init__(self, gw, opts, size):
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="pool-", suffix=".log")
+        self.size = size
+        self.proc = subprocess.Popen([gw, "--pool-daemon", "--pool", str(size)] + opts,
+                                     stdout=self.log, stderr=self.log)
+
+    def wait_full(self, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            self.log.flush()
+            sizes = [ln for ln in pathlib.Path(self.log.name).read_text().splitlines()
+                     if "event=pool.size" in ln]
+            if sizes and f"ready={self.size} " in sizes[-1]:
+                return
+            time.sleep(0.1)
+        raise SystemExit("bench: the pool never filled: "
+                         + pathlib.Path(self.log.name).read_text()[-2000:])
+
+    def pss_lines(self):
+        return [ln for ln in pathlib.Path(self.log.name).read_text().splitlines()
+                if "event=pool.size" in ln]
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def log_ms(text, event, field):
+    """field=N (ms) of the first `event` line in a gateway log, or None."""
+    for ln in text.splitlines():
+        if f"event={event} " in ln and f" {field}=" in ln:
+            return float(ln.split(f" {field}=")[1].split()[0])
+    return None
+
+
+def log_time(text, event):
+    """Wall-clock seconds of the first `event` line (its UTC timestamp); of
+    the gateway's first line when event is None."""
+    import calendar
+    for ln in text.splitlines():
+        if " level=" in ln and (event is None or f"event={event} " in ln
+                                or ln.endswith(f"event={event}")):
+            stamp, frac = ln.split()[0].rstrip("Z").split(".")
+            return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S")) + int(frac) / 1000
+    return None
+
+
+def first_kernel_info(kc, timeout=180):
+    """Poll kernel_info until a reply: ready as a client could see it
+    without wait_for_ready's fixed 0.2 s IOPub checks (jupyter_client 7.x)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        kc.kernel_info()
+        try:
+            while True:
+                if kc.get_shell_msg(timeout=0.05)["msg_type"] == "kernel_info_reply":
+                    return
+        except Exception:
+            pass
+    raise RuntimeError("no kernel_info_reply")
+
+
+def time_starts(name, n, between=None, probe=False):
+    """Client-side start-to-ready, and where it went, from the gateway's log.
+    probe: to the first kernel_info_reply instead of wait_for_ready."""
+    times, inner, gw_ready, client_over = [], [], [], []
+    for _ in range(n):
+        if between:
+            between()
+        with tempfile.NamedTemporaryFile("w+") as log:
+            km = KernelManager(kernel_name=name)
+            t0 = time.perf_counter()
+            km.start_kernel(stderr=log)
+            kc = km.client()
+            kc.start_channels()
+            if probe:
+                first_kernel_info(kc)
+            else:
+                kc.wait_for_ready(timeout=180)
+            dt = time.perf_counter() - t0
+            stop(km, kc)
+            text = pathlib.Path(log.name).read_text()
+        times.append(dt)
+        ms = log_ms(text, "vm.restored", "ready_ms") or log_ms(text, "vm.from_pool", "ms")
+        if ms is not None:
+            inner.append(ms / 1000)
+        first, ready = log_time(text, None), log_time(text, "kernel.ready")
+        if first and ready:
+            gw_ready.append(ready - first)      # gateway up .. kernel hello
+            client_over.append(dt - (ready - first))
+    return times, {"vm_start_s": inner, "gateway_to_kernel_ready_s": gw_ready,
+                   "client_overhead_s": client_over}
+
+
+def idle_pss(name, n):
+    """Hold n idle sessions at once; PSS (gateway + QEMU) of each, MiB."""
+    held = [start(name) for _ in range(n)]
+    try:
+        for _, kc, _ in held:
+            run_cell(kc, "x = 1")
+        time.sleep(2.0)
+        out = []
+        for km, _, _ in held:
+            gw = km.provisioner.process.pid
+            vm = sum(pss_kib(p) for p in children(gw))      # QEMU and what it started
+            out.append((pss_kib(gw) / 1024, vm / 1024))
+        return out
+    finally:
+        for km, kc, _ in held:
+            stop(km, kc)
+
+
+def bench_start_paths():
+    gw_argv = derived_specs(tempfile.mkdtemp(prefix="cellvm-bench-"))
+    gw, opts = gw_argv[0], gateway_opts(gw_argv)
+    res = {"template_build_or_check_s": ensure_template(gw, opts)}
+    rows = {}
+    print("bench: cold boot ...", file=sys.stderr, flush=True)
+    rows["cold boot"] = time_starts("cellvm-bench-cold", COLD_STARTS)
+    print("bench: restore ...", file=sys.stderr, flush=True)
+    time_starts("cellvm-bench-restore", 1)      # page cache warm, like a host in use
+    rows["restore"] = time_starts("cellvm-bench-restore", SNAP_STARTS)
+    rows["restore, first kernel_info_reply"] = time_starts("cellvm-bench-restore", SNAP_STARTS,
+                                                            probe=True)
+    print("bench: pool hand-out ...", file=sys.stderr, flush=True)
+    pool = PoolDaemon(gw, opts, 2)
+    try:
+        pool.wait_full()
+        rows["pool hand-out"] = time_starts("cellvm-bench-pool", SNAP_STARTS, pool.wait_full)
+        rows["pool hand-out, first kernel_info_reply"] = time_starts(
+            "cellvm-bench-pool", SNAP_STARTS, pool.wait_full, probe=True)
+        res["pool_size_lines"] = pool.pss_lines()[-3:]
+    finally:
+        pool.stop()
+    for k, (v, parts) in rows.items():
+        res[k] = {"p50_s": pct(v, 50), "p95_s": pct(v, 95), "n": len(v), "all_s": v}
+        for part, pv in parts.items():
+            res[k][part] = {"p50_s": pct(pv, 50), "p95_s": pct(pv, 95), "n": len(pv)}
+    print("bench: idle PSS ...", file=sys.stderr, flush=True)
+    restored = idle_pss("cellvm-bench-restore", IDLE_SESSIONS)
+    cold = idle_pss("cellvm-bench-cold", 2)
+    for k, v in (("restored", restored), ("cold", cold)):
+        per = statistics.median(t for t, _ in v)
+        res[f"idle_pss_{k}"] = {"per_session_MiB": per,
+                                "vm_only_MiB": statistics.median(q for _, q in v),
+                                "all_MiB": [t for t, _ in v], "sessions_held": len(v),
+                                f"sessions_in_{BUDGET_GIB}GiB": int(BUDGET_GIB * 1024 // per)}
+    return res
+
+
+def print_start_paths(res):
+    print("start path | client start_kernel..wait_for_ready p50 / p95 s | n"
+          " | VM start in gateway p50 / p95 s | gateway up..kernel hello p50 s"
+          " | client's own share p50 s")
+    print("--- | --- | --- | --- | --- | ---")
+    for k in ("cold boot", "restore", "restore, first kernel_info_reply", "pool hand-out",
+              "pool hand-out, first kernel_info_reply"):
+        r = res[k]
+        vm = r["vm_start_s"]
+        vm_txt = f"{vm['p50_s']:.3f} / {vm['p95_s']:.3f}" if vm["n"] else "-"
+        print(f"{k} | {r['p50_s']:.3f} / {r['p95_s']:.3f} | {r['n']} | {vm_txt}"
+              f" | {r['gateway_to_kernel_ready_s']['p50_s']:.3f}"
+              f" | {r['client_overhead_s']['p50_s']:.3f}")
+    print()
+    print(f"idle session (held at once) | PSS MiB gateway+QEMU (median) | QEMU only"
+          f" | sessions in {BUDGET_GIB} GiB")
+    print("--- | --- | --- | ---")
+    for k in ("restored", "cold"):
+        r = res[f"idle_pss_{k}"]
+        print(f"{k} ({r['sessions_held']}) | {r['per_session_MiB']:.1f} | {r['vm_only_MiB']:.1f}"
+              f" | {r[f'sessions_in_{BUDGET_GIB}GiB']}")
+    print()
+
+
 def main():
     found = KernelSpecManager().find_kernel_specs()
     names = os.environ.get("BENCH_KERNELS")
@@ -137,10 +374,15 @@ def main():
         kernels = [k for k in ("cellvm", "cellvm-unsafe-local", "python3") if k in found]
         if "cellvm" in kernels and not (BUILD / "image").exists():
             kernels.remove("cellvm")
+    snap = None
+    if "cellvm" in kernels and os.environ.get("BENCH_SNAPSHOTS", "1") != "0":
+        snap = bench_start_paths()
     rows = []
     for k in kernels:
         print(f"bench: {k} ...", file=sys.stderr, flush=True)
         rows.append(bench_kernel(k))
+    if snap:
+        print_start_paths(snap)
     cols = [("kernel", "{}"), ("start_to_ready_p50_s", "{:.3f}"), ("start_to_ready_p95_s", "{:.3f}"),
             ("cell_rtt_p50_ms", "{:.2f}"), ("cell_rtt_p95_ms", "{:.2f}"),
             ("stdout_MiB_per_s", "{:.1f}"), ("idle_pss_MiB", "{:.1f}")]
@@ -152,7 +394,7 @@ def main():
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "starts": STARTS,
             "cells": CELLS, "stdout_MiB": STDOUT_MB, "host_cpus": os.cpu_count()}
-    out.write_text(json.dumps({"meta": meta, "results": rows}, indent=2))
+    out.write_text(json.dumps({"meta": meta, "results": rows, "start_paths": snap}, indent=2))
     print(f"results: {out}")
 
 

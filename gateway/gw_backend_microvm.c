@@ -2,6 +2,8 @@
 #include "gw_backend_microvm.h"
 #include "gw_init.h"
 #include "gw_log.h"
+#include "gw_pool.h"
+#include "gw_template.h"
 #include "kn_frame.h"
 
 #include <assert.h>
@@ -14,16 +16,23 @@
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
+#include <limits.h>
+#include <time.h>
 #include <unistd.h>
 
 #define S_PORT_WAIT_MS 5000         //  QEMU listens on its ports within ~0.1 s
 #define S_HELLO_EVERY_MS 200        //  init drops what comes before it opens the port
 #define S_CALL_MS 30000             //  file transfer round trip
 #define S_CHUNK (16u << 20)         //  init's get/put chunk
+#define S_RESTORE_MS 5000           //  restore + reseed + handshake, else cold boot
 
 typedef struct {
     gw_vm_config_t cfg;
-    gw_vm_t *vm;
+    gw_microvm_opts_t opts;
+    bool build_requested;           //  a background template build was started
+    bool daemon_requested;          //  the pool daemon was started on demand
+    gw_vm_t *vm;                    //  a VM we started (cold boot or restore) ...
+    gw_pool_lease_t *lease;         //  ... or a clone the pool handed us
     int kernel_fd;                  //  our connection to the kernel port
     gw_init_t *init;
     int epfd, timerfd;              //  event fd: init's port + hello timer
@@ -32,6 +41,33 @@ typedef struct {
     bool have_exit;                 //  exit waiting for reap
     gw_exit_t exit;
 } s_self_t;
+
+static bool
+s_has_vm (const s_self_t *self)
+{
+    return self->vm || self->lease;
+}
+
+static int
+s_vm_pid (const s_self_t *self)
+{
+    return self->vm ? gw_vm_pid (self->vm) : self->lease ? gw_pool_lease_pid (self->lease) : 0;
+}
+
+static const char *
+s_console (const s_self_t *self)
+{
+    return self->vm ? gw_vm_console_log (self->vm)
+         : self->lease ? gw_pool_lease_console (self->lease) : "?";
+}
+
+static int
+s_vm_kill (s_self_t *self)
+{
+    return self->vm ? gw_vm_kill (self->vm)
+         : self->lease ? gw_pool_lease_kill (self->lease) : -ESRCH;
+}
+
 
 //  ---------------------------------------------------------------------------
 //  Init's port
@@ -89,7 +125,7 @@ s_on_init_msg (s_self_t *self, kn_msg_t *msg)
     if (strcmp (type, "hello") == 0 && !self->init_ready) {
         self->init_ready = true;
         s_hello_timer (self, false);
-        gw_log (GW_LOG_INFO, "vm.init_ready", "pid=%d", gw_vm_pid (self->vm));
+        gw_log (GW_LOG_INFO, "vm.init_ready", "pid=%d", s_vm_pid (self));
     }
     else if (strcmp (type, "kernel_exited") == 0 && self->kernel_alive) {
         s_on_kernel_exited (self, kn_msg_content (msg));
@@ -137,7 +173,7 @@ s_on_event (void *ctx)
         epoll_ctl (self->epfd, EPOLL_CTL_DEL, gw_init_fd (self->init), NULL);
         gw_init_destroy (&self->init);
         if (rc == -EPROTO)
-            gw_vm_kill (self->vm);
+            s_vm_kill (self);
     }
     return died;
 }
@@ -186,13 +222,121 @@ s_drop_vm (s_self_t *self)
         close (self->kernel_fd);
     self->kernel_fd = -1;
     gw_vm_destroy (&self->vm);
+    gw_pool_lease_destroy (&self->lease);       //  the holder kills the clone
+}
+
+static int64_t
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+//  No usable template: have one built in the background, once.
+static void
+s_request_build (s_self_t *self)
+{
+    char log_path [PATH_MAX];
+    if (self->build_requested || !self->opts.build_argv)
+        return;
+    self->build_requested = true;
+    snprintf (log_path, sizeof log_path, "%s/build.log", self->opts.template_dir);
+    int rc = gw_template_build_detached (self->opts.build_argv, log_path);
+    gw_log (rc < 0 ? GW_LOG_WARN : GW_LOG_INFO, "template.build_requested",
+            "dir=%s log=%s rc=%d", self->opts.template_dir, log_path, rc);
+}
+
+//  Restore a clone of the template, reseed it and redo both handshakes.
+//  Blocks for the restore (~0.3-0.5 s under TCG). 0, or -errno when the
+//  caller should cold-boot instead (the reason is logged).
+static int
+s_restore (s_self_t *self)
+{
+    char err [512] = "";
+    int rc = -ENOTSUP;
+    int64_t t0 = s_now_ms ();
+    gw_template_t *t = NULL;
+    if (self->opts.template_dir)
+        t = gw_template_open (self->opts.template_dir, &self->cfg, &rc, err, sizeof err);
+    if (!t) {
+        gw_log (self->opts.template_dir ? GW_LOG_WARN : GW_LOG_INFO, "vm.cold_boot",
+                "reason=\"%s\"", self->opts.template_dir ? err : "templates are off");
+        if (rc == -ENOENT || rc == -ESTALE)
+            s_request_build (self);
+        return rc;
+    }
+    self->vm = gw_template_restore (t, &self->cfg, S_RESTORE_MS, err, sizeof err);
+    int64_t t_run = s_now_ms ();
+    rc = self->vm ? gw_template_reseed (self->vm, S_RESTORE_MS, &self->init, &self->kernel_fd,
+                                        err, sizeof err) : -EIO;
+    if (rc < 0) {
+        gw_log (GW_LOG_WARN, "vm.cold_boot", "reason=\"restoring %s failed: %s\"",
+                gw_template_path (t), err);
+        s_drop_vm (self);
+    }
+    else {
+        struct epoll_event ev = { .events = EPOLLIN };
+        epoll_ctl (self->epfd, EPOLL_CTL_ADD, gw_init_fd (self->init), &ev);
+        self->init_ready = true;
+        gw_log (GW_LOG_INFO, "vm.restored", "pid=%d template=%s running_ms=%lld ready_ms=%lld "
+                "run_dir=%s", gw_vm_pid (self->vm), gw_template_path (t),
+                (long long) (t_run - t0), (long long) (s_now_ms () - t0),
+                gw_vm_run_dir (self->vm));
+    }
+    gw_template_destroy (&t);
+    return rc < 0 ? -EIO : 0;
+}
+
+//  A clone from the pool daemon, already restored and reseeded by its
+//  holder; the host clock is pushed again now (it ran while it waited).
+//  0, or -errno when the caller should restore directly (logged).
+static int
+s_take_from_pool (s_self_t *self)
+{
+    char err [512] = "";
+    if (!self->opts.pool_socket)
+        return -ENOTSUP;
+    int64_t t0 = s_now_ms ();
+    int rc = gw_pool_take (self->opts.pool_socket, 2000, &self->lease, err, sizeof err);
+    if (rc < 0) {
+        gw_log (GW_LOG_INFO, "vm.pool_miss", "socket=%s reason=\"%s\"", self->opts.pool_socket,
+                err);
+        if ((rc == -ENOENT || rc == -ECONNREFUSED) && self->opts.pool_argv
+        &&  !self->daemon_requested) {
+            self->daemon_requested = true;      //  on demand; this session restores itself
+            char log_path [PATH_MAX];
+            snprintf (log_path, sizeof log_path, "%s/pool.log", self->opts.template_dir);
+            gw_template_build_detached (self->opts.pool_argv, log_path);
+            gw_log (GW_LOG_INFO, "pool.daemon_started", "log=%s", log_path);
+        }
+        return rc;
+    }
+    self->kernel_fd = gw_pool_lease_take_kernel_fd (self->lease);
+    self->init = gw_init_new (gw_pool_lease_take_init_fd (self->lease), KN_FRAME_MAX_DEFAULT);
+    struct timespec now;
+    clock_gettime (CLOCK_REALTIME, &now);
+    json_t *c = json_pack ("{s:f}", "time", (double) now.tv_sec + now.tv_nsec / 1e9);
+    gw_init_send (self->init, "set_time_request", &c, NULL, 0, NULL);
+    struct epoll_event ev = { .events = EPOLLIN };
+    epoll_ctl (self->epfd, EPOLL_CTL_ADD, gw_init_fd (self->init), &ev);
+    self->init_ready = true;
+    gw_log (GW_LOG_INFO, "vm.from_pool", "pid=%d run_dir=%s ms=%lld", s_vm_pid (self),
+            gw_pool_lease_run_dir (self->lease), (long long) (s_now_ms () - t0));
+    return 0;
 }
 
 static int
 s_start (void *ctx, int *fd_p, char *err, size_t errlen)
 {
     s_self_t *self = ctx;
-    if (!self->vm) {
+    if (!s_has_vm (self) && (s_take_from_pool (self) == 0 || s_restore (self) == 0)) {
+        self->kernel_alive = true;
+        self->have_exit = false;
+        *fd_p = fcntl (self->kernel_fd, F_DUPFD_CLOEXEC, 3);
+        return *fd_p < 0 ? -errno : 0;
+    }
+    if (!s_has_vm (self)) {
         if (s_boot (self, err, errlen) < 0)
             return -EIO;
         *fd_p = -1;                             //  s_connect hands it over
@@ -207,7 +351,7 @@ s_start (void *ctx, int *fd_p, char *err, size_t errlen)
             s_drop_vm (self);
             return -EIO;
         }
-        gw_log (GW_LOG_INFO, "vm.kernel_restart", "pid=%d", gw_vm_pid (self->vm));
+        gw_log (GW_LOG_INFO, "vm.kernel_restart", "pid=%d", s_vm_pid (self));
     }
     *fd_p = fcntl (self->kernel_fd, F_DUPFD_CLOEXEC, 3);
     if (*fd_p < 0) {
@@ -245,7 +389,7 @@ static int
 s_kill (void *ctx)
 {
     s_self_t *self = ctx;
-    if (!self->vm)
+    if (!s_has_vm (self))
         return -ESRCH;
     json_t *c = json_pack ("{s:s}", "signal", "SIGKILL");
     //  Kill only the kernel (its whole cgroup); the VM and /workspace stay.
@@ -253,14 +397,14 @@ s_kill (void *ctx)
     &&  gw_init_send (self->init, "kill_request", &c, NULL, 0, NULL) == 0)
         return 0;
     json_decref (c);
-    return gw_vm_kill (self->vm);
+    return s_vm_kill (self);
 }
 
 static int
 s_reap (void *ctx, gw_exit_t *exit_p)
 {
     s_self_t *self = ctx;
-    if (!self->vm)
+    if (!s_has_vm (self))
         return -ECHILD;
     if (self->have_exit) {
         *exit_p = self->exit;
@@ -268,7 +412,8 @@ s_reap (void *ctx, gw_exit_t *exit_p)
         return 0;
     }
     int status;
-    if (gw_vm_reap (self->vm, &status) < 0)
+    if ((self->vm ? gw_vm_reap (self->vm, &status)
+                  : gw_pool_lease_reap (self->lease, &status)) < 0)
         return -EAGAIN;
     memset (exit_p, 0, sizeof *exit_p);
     exit_p->vm_died = true;
@@ -279,7 +424,7 @@ s_reap (void *ctx, gw_exit_t *exit_p)
               "VM is starting", exit_p->signal ? "killed by signal" : "exited with status",
               exit_p->signal ? exit_p->signal : exit_p->exit_code);
     gw_log (GW_LOG_ERROR, "vm.died", "exit_code=%d signal=%d console=%s", exit_p->exit_code,
-            exit_p->signal, gw_vm_console_log (self->vm));
+            exit_p->signal, s_console (self));
     s_drop_vm (self);
     self->kernel_alive = false;
     return 0;
@@ -289,7 +434,7 @@ static int
 s_pid (void *ctx)
 {
     s_self_t *self = ctx;
-    return self->vm ? gw_vm_pid (self->vm) : 0;
+    return s_vm_pid (self);
 }
 
 //  ---------------------------------------------------------------------------
@@ -434,12 +579,21 @@ s_destroy (void *ctx)
 gw_backend_t *
 gw_backend_microvm_new (const gw_vm_config_t *cfg, char *err, size_t errlen)
 {
+    return gw_backend_microvm_new_opts (cfg, NULL, err, errlen);
+}
+
+gw_backend_t *
+gw_backend_microvm_new_opts (const gw_vm_config_t *cfg, const gw_microvm_opts_t *opts,
+                             char *err, size_t errlen)
+{
     assert (cfg);
     s_self_t *self = calloc (1, sizeof *self);
     gw_backend_t *be = calloc (1, sizeof *be);
     if (!self || !be)
         abort ();
     self->cfg = *cfg;
+    if (opts)
+        self->opts = *opts;
     self->kernel_fd = -1;
     self->epfd = epoll_create1 (EPOLL_CLOEXEC);
     self->timerfd = timerfd_create (CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);

@@ -10,6 +10,8 @@
 */
 #include "gw_backend_local.h"
 #include "gw_backend_microvm.h"
+#include "gw_pool.h"
+#include "gw_template.h"
 #include "gw_rundir.h"
 #include "gw_conn.h"
 #include "gw_log.h"
@@ -50,6 +52,12 @@ typedef struct {
     unsigned long long disk_bytes;
     const char *artifacts_dir;
     unsigned long long artifact_max_file, artifact_max_session;
+    const char *template_dir;                   //  NULL: gw_template_default_dir
+    bool no_templates;                          //  cold boot every VM
+    bool build_template;                        //  build the template, then exit
+    bool pool_daemon;                           //  run the warm pool daemon
+    unsigned pool, pool_budget_mib, pool_idle_s;
+    char **argv;                                //  ours, for the background build
 } s_args_t;
 
 static void
@@ -78,6 +86,16 @@ s_usage (FILE *out)
         "  --accel auto|kvm|tcg    accelerator (default auto: KVM only on real vmx/svm)\n"
         "  --qemu PATH             QEMU binary (default qemu-system-x86_64)\n"
         "  --run-dir DIR           where session run directories go\n"
+        "  --template-dir DIR      snapshot templates (default $CELLVM_TEMPLATE_DIR or\n"
+        "                          /var/tmp/cellvm-<uid>/templates); see docs/snapshots.md\n"
+        "  --no-templates          cold-boot every VM (no snapshot restore)\n"
+        "  --build-template        build the template for these options unless an intact\n"
+        "                          one exists, then exit (3: another process builds it)\n"
+        "  --pool N                take clones from a warm pool of N (started on demand;\n"
+        "                          default 0: restore directly)\n"
+        "  --pool-daemon           run the pool daemon (with --pool N)\n"
+        "  --pool-budget MIB       host memory the pool's clones may use (default 4096)\n"
+        "  --pool-idle S           the daemon exits after S s without a hand-out (default 1800)\n"
         "  CELLVM_LOG_LEVEL        log level when --log-level is not given (default info)\n");
 }
 
@@ -134,6 +152,16 @@ s_parse_option (s_args_t *args, int opt, const char *val)
         case 'q': args->qemu = val; return 0;
         case 'a': args->accel = val; return gw_accel_parse (val) < 0 ? -EINVAL : 0;
         case 'r': args->run_dir = val; return 0;
+        case 'T': args->template_dir = val; return 0;
+        case 'N': args->no_templates = true; return 0;
+        case 'B': args->build_template = true; return 0;
+        case 'D': args->pool_daemon = true; return 0;
+        case 'P': case 'U': case 'I':
+            if (s_parse_size (val, 1 << 20, &v) < 0 && strcmp (val, "0"))
+                return -EINVAL;
+            *(opt == 'P' ? &args->pool : opt == 'U' ? &args->pool_budget_mib
+                                                    : &args->pool_idle_s) = (unsigned) v;
+            return 0;
         case 'M':
             if (s_parse_size (val, 1 << 20, &v) < 0 || v < 128)
                 return -EINVAL;
@@ -175,6 +203,13 @@ s_parse_args (int argc, char **argv, s_args_t *args)
         { "memory", required_argument, NULL, 'M' },
         { "vcpus", required_argument, NULL, 'c' },
         { "disk-size", required_argument, NULL, 'd' },
+        { "template-dir", required_argument, NULL, 'T' },
+        { "no-templates", no_argument, NULL, 'N' },
+        { "build-template", no_argument, NULL, 'B' },
+        { "pool", required_argument, NULL, 'P' },
+        { "pool-daemon", no_argument, NULL, 'D' },
+        { "pool-budget", required_argument, NULL, 'U' },
+        { "pool-idle", required_argument, NULL, 'I' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -284,33 +319,160 @@ s_default_artifacts (const s_args_t *args, char *out, size_t cap)
     mkdir (out, 0700);
 }
 
+//  The same options, with --build-template: how a missing template gets
+//  built in the background. The strings live as long as the process.
+static char **
+s_child_argv (const s_args_t *args, const char *template_dir, bool daemon)
+{
+    static char *argvs [2][64];
+    static char dir [PATH_MAX], pool [16];
+    char **argv = argvs [daemon];
+    //  Not --run-dir: a session's run base is its own (tests count what is
+    //  left in it); builds and pool clones use the default one.
+    const char *pass [] = { "--image", args->image, "--qemu", args->qemu, "--accel",
+                            args->accel };
+    int n = 0;
+    snprintf (dir, sizeof dir, "%s", template_dir);
+    argv [n++] = "cellvm-gateway";
+    argv [n++] = daemon ? "--pool-daemon" : "--build-template";
+    if (daemon) {
+        snprintf (pool, sizeof pool, "%u", args->pool);
+        argv [n++] = "--pool";
+        argv [n++] = pool;
+    }
+    argv [n++] = "--template-dir";
+    argv [n++] = dir;
+    for (size_t i = 0; i < sizeof pass / sizeof pass [0]; i += 2)
+        if (pass [i + 1]) {
+            argv [n++] = (char *) pass [i];
+            argv [n++] = (char *) pass [i + 1];
+        }
+    //  Numbers are passed through as the user wrote them.
+    for (int i = 1; args->argv [i] && n < 60; i++) {
+        const char *o = args->argv [i];
+        if ((!strcmp (o, "--memory") || !strcmp (o, "--vcpus") || !strcmp (o, "--disk-size")
+          || (daemon && (!strcmp (o, "--pool-budget") || !strcmp (o, "--pool-idle"))))
+        &&  args->argv [i + 1]) {
+            argv [n++] = (char *) o;
+            argv [n++] = args->argv [++i];
+        }
+    }
+    argv [n] = NULL;
+    return argv;
+}
+
+static void
+s_vm_config (const s_args_t *args, gw_vm_config_t *cfg)
+{
+    static char *image = NULL;                  //  lives as long as the process
+    gw_vm_config_defaults (cfg);
+    if (!image)
+        image = args->image ? strdup (args->image) : s_beside_me ("image");
+    cfg->image_dir = image;
+    if (args->qemu)
+        cfg->qemu = args->qemu;
+    if (args->accel)
+        cfg->accel = (gw_accel_t) gw_accel_parse (args->accel);
+    if (args->run_dir)
+        cfg->run_base = args->run_dir;
+    if (args->memory_mib)
+        cfg->mem_mib = args->memory_mib;
+    if (args->vcpus)
+        cfg->vcpus = args->vcpus;
+    if (args->disk_bytes)
+        cfg->disk_bytes = args->disk_bytes;
+}
+
+static const char *
+s_template_dir (const s_args_t *args)
+{
+    static char dir [PATH_MAX];
+    if (args->template_dir)
+        return args->template_dir;
+    return gw_template_default_dir (dir, sizeof dir) == 0 ? dir : NULL;
+}
+
+//  The accelerator and clock rate resolved as a session would (they are
+//  part of the template key).
+static int
+s_resolved (gw_vm_config_t *cfg)
+{
+    char why [256];
+    gw_accel_probe_t probe;
+    gw_accel_probe (&probe);
+    int acc = gw_accel_choose (cfg->accel, &probe, why, sizeof why);
+    if (acc < 0) {
+        fprintf (stderr, "cellvm-gateway: %s\n", why);
+        return acc;
+    }
+    cfg->accel = (gw_accel_t) acc;
+    cfg->tsc_khz = gw_accel_tsc_khz ();
+    return 0;
+}
+
+//  --pool-daemon: keep --pool N clones ready for kernel-mode gateways.
+static int
+s_pool_daemon (const s_args_t *args)
+{
+    gw_vm_config_t cfg;
+    s_vm_config (args, &cfg);
+    char sock [PATH_MAX];
+    gw_pool_opts_t opts = { .template_dir = s_template_dir (args), .socket_path = sock,
+                            .size = args->pool,
+                            .budget_mib = args->pool_budget_mib ? args->pool_budget_mib : 4096,
+                            .idle_s = args->pool_idle_s ? args->pool_idle_s : 1800 };
+    if (!opts.template_dir || s_resolved (&cfg) < 0
+    ||  gw_pool_socket_path (&cfg, sock, sizeof sock) < 0)
+        return 1;
+    return gw_pool_daemon_run (&cfg, &opts);
+}
+
+//  --build-template: resolve the accelerator as a session would, build.
+static int
+s_build_template (const s_args_t *args)
+{
+    gw_vm_config_t cfg;
+    s_vm_config (args, &cfg);
+    char err [600] = "";
+    const char *dir = s_template_dir (args);
+    int rc = s_resolved (&cfg) < 0 ? -EINVAL : !dir ? -ENAMETOOLONG : 0;
+    gw_template_t *t = rc == 0 ? gw_template_open (dir, &cfg, &rc, err, sizeof err) : NULL;
+    if (t) {                                    //  up to date: nothing to do
+        printf ("template %s is up to date\n", gw_template_path (t));
+        gw_template_destroy (&t);
+        return 0;
+    }
+    err [0] = 0;
+    if (rc == -ENOENT || rc == -ESTALE)
+        rc = gw_template_build (dir, &cfg, err, sizeof err);
+    if (rc < 0)
+        fprintf (stderr, "cellvm-gateway: template build failed: %s\n",
+                 err [0] ? err : strerror (-rc));
+    else
+        printf ("template built under %s\n", dir);
+    return rc == 0 ? 0 : rc == -EBUSY ? 3 : 1;
+}
+
 static gw_backend_t *
 s_make_microvm (const s_args_t *args, char *err, size_t errlen)
 {
-    static char *image = NULL;                  //  lives as long as the backend
     gw_vm_config_t cfg;
-    gw_vm_config_defaults (&cfg);
-    if (!image)
-        image = args->image ? strdup (args->image) : s_beside_me ("image");
-    cfg.image_dir = image;
-    if (args->qemu)
-        cfg.qemu = args->qemu;
-    if (args->accel)
-        cfg.accel = (gw_accel_t) gw_accel_parse (args->accel);
-    if (args->run_dir)
-        cfg.run_base = args->run_dir;
-    if (args->memory_mib)
-        cfg.mem_mib = args->memory_mib;
-    if (args->vcpus)
-        cfg.vcpus = args->vcpus;
-    if (args->disk_bytes)
-        cfg.disk_bytes = args->disk_bytes;
+    s_vm_config (args, &cfg);
+    gw_microvm_opts_t opts = { 0 };
+    static char pool_socket [PATH_MAX];
+    if (!args->no_templates && (opts.template_dir = s_template_dir (args)))
+        opts.build_argv = s_child_argv (args, opts.template_dir, false);
+    if (opts.template_dir && args->pool > 0 && s_resolved (&cfg) == 0
+    &&  gw_pool_socket_path (&cfg, pool_socket, sizeof pool_socket) == 0) {
+        opts.pool_socket = pool_socket;
+        opts.pool_argv = s_child_argv (args, opts.template_dir, true);
+    }
     char base [PATH_MAX];
     if (!cfg.run_base && gw_rundir_default_base (base, sizeof base) == 0)
         gw_rundir_sweep (base);
     else if (cfg.run_base)
         gw_rundir_sweep (cfg.run_base);
-    return gw_backend_microvm_new (&cfg, err, errlen);
+    return gw_backend_microvm_new_opts (&cfg, &opts, err, errlen);
 }
 
 static gw_backend_t *
@@ -344,10 +506,15 @@ main (int argc, char **argv)
 {
     s_args_t args = { .max_msg = GW_WIRE_MAX_DEFAULT, .max_frame = KN_FRAME_MAX_DEFAULT };
     s_ensure_std_fds ();
+    args.argv = argv;
     if (s_parse_args (argc, argv, &args) < 0 || s_setup_logging (&args) < 0) {
         s_usage (stderr);
         return S_EXIT_USAGE;
     }
+    if (args.build_template)
+        return s_build_template (&args);
+    if (args.pool_daemon)
+        return s_pool_daemon (&args);
     int signal_fd = s_setup_signals ();
     int rc = 1;
     char err [600] = "";

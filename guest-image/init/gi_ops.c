@@ -101,6 +101,11 @@ s_add_entropy (const uint8_t *data, size_t len, json_t *reply)
     memcpy (info->buf, data, len);
     int fd = open ("/dev/random", O_WRONLY | O_CLOEXEC);
     int rc = fd < 0 || ioctl (fd, RNDADDENTROPY, info) < 0 ? -errno : 0;
+    //  Credited entropy alone does not reseed an initialised crng (it
+    //  reseeds on a timer of jiffies, which a restored clone shares with
+    //  its template): force it, or clones return the same os.urandom.
+    if (rc == 0 && ioctl (fd, RNDRESEEDCRNG) < 0)
+        rc = -errno;
     if (fd >= 0)
         close (fd);
     free (info);
