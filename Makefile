@@ -44,7 +44,7 @@ KERNELSPECS := $(B)/share/jupyter/kernels/cellvm/kernel.json \
 
 DEPS_STAMP := build/.deps-ok
 
-.PHONY: all deps kernel gateway test unit integration check fuzz bench run install clean kernelspecs image
+.PHONY: all deps kernel gateway test unit integration check fuzz bench run install clean kernelspecs image template
 all: $(DEPS_STAMP) kernel gateway kernelspecs
 
 $(DEPS_STAMP): scripts/deps.sh
@@ -91,7 +91,15 @@ image:
 	$(MAKE) --no-print-directory SANITIZER= B=build kernel
 	bash guest-image/build.sh build/cellvm-kernel build/image
 
-integration: all image $(B)/tests/test_gw_vm_boot
+# The snapshot template the default microvm kernelspecs restore from
+# (docs/snapshots.md): built once per image/QEMU/memory, ~45 s; seconds when intact.
+template: image
+	$(MAKE) --no-print-directory SANITIZER= B=build gateway
+	@# exit 3: another process is building the same template; wait for it.
+	@for i in $$(seq 1 120); do build/cellvm-gateway --build-template --image build/image; \
+	  rc=$$?; [ $$rc -eq 3 ] || exit $$rc; sleep 2; done; exit 1
+
+integration: all template $(B)/tests/test_gw_vm_boot
 	CELLVM_BUILD=$(abspath $(B)) CELLVM_IMAGE=$(abspath build/image) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)
 
 test: all unit integration
@@ -113,7 +121,7 @@ fuzz: $(FUZZ_TARGETS)
 bench: all
 	CELLVM_BUILD=$(abspath $(B)) $(PYTHON) bench/bench.py
 
-run: all image
+run: all template
 	CELLVM_BUILD=$(abspath $(B)) CELLVM_IMAGE=$(abspath build/image) bash scripts/run.sh
 
 install: all

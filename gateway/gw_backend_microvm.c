@@ -127,9 +127,18 @@ s_on_init_msg (s_self_t *self, kn_msg_t *msg)
         s_hello_timer (self, false);
         gw_log (GW_LOG_INFO, "vm.init_ready", "pid=%d", s_vm_pid (self));
     }
-    else if (strcmp (type, "kernel_exited") == 0 && self->kernel_alive) {
-        s_on_kernel_exited (self, kn_msg_content (msg));
-        died = 1;
+    else if (strcmp (type, "kernel_exited") == 0) {
+        //  A stop we asked for (restart_request) reports the kernel we already
+        //  gave up on: never pin it on the kernel that replaces it.
+        if (self->kernel_alive
+        &&  !json_is_true (json_object_get (kn_msg_content (msg), "requested"))) {
+            s_on_kernel_exited (self, kn_msg_content (msg));
+            died = 1;
+        }
+        else
+            gw_log (GW_LOG_INFO, "vm.kernel_exited_stale", "requested=%s",
+                    json_is_true (json_object_get (kn_msg_content (msg), "requested"))
+                    ? "true" : "false");
     }
     else if (strcmp (json_string_value (json_object_get (kn_msg_content (msg), "status"))
                      ?: "ok", "ok") != 0)

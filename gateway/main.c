@@ -368,6 +368,12 @@ s_vm_config (const s_args_t *args, gw_vm_config_t *cfg)
     gw_vm_config_defaults (cfg);
     if (!image)
         image = args->image ? strdup (args->image) : s_beside_me ("image");
+    //  QEMU runs in the session's run dir: a relative image path must not reach it.
+    char *real = realpath (image, NULL);
+    if (real) {
+        free (image);
+        image = real;
+    }
     cfg->image_dir = image;
     if (args->qemu)
         cfg->qemu = args->qemu;

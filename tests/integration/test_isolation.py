@@ -722,9 +722,14 @@ def test_08_sessions_cannot_see_each_other(vms):
     gb2 = b.control("cellvm_get_request", {"path": host_path})
     assert gb2["content"]["status"] == "error", gb2["content"]
 
-    boot = "print(open('/proc/sys/kernel/random/boot_id').read().strip())"
-    ra, rb = a.run(boot), b.run(boot)
-    assert ra.stdout.strip() and ra.stdout != rb.stdout, "both sessions run in the same kernel"
+    # Not one guest kernel: a marker in A's /tmp (not /workspace) is not in B's.
+    # (boot_id cannot tell: every clone of a snapshot template shares it.)
+    marker = "/tmp/cellvm-marker-" + secrets.token_hex(8)
+    look = f"import os; print(os.path.exists({marker!r}))"
+    a.run(f"open({marker!r}, 'w').write('x')")
+    ra, rb = a.run(look), b.run(look)
+    assert ra.stdout.strip() == "True", ra.stdout
+    assert rb.stdout.strip() == "False", "both sessions run in the same kernel"
     assert vms["a"].qemu_pid() != vms["b"].qemu_pid()
 
 
