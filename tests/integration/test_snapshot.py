@@ -21,15 +21,17 @@ import time
 
 import pytest
 
-from conftest import BUILD
+from conftest import BUILD, ROOT
 
-IMAGE = pathlib.Path(os.environ.get("CELLVM_IMAGE", BUILD.parent / "image")).resolve()
+IMAGE = pathlib.Path(os.environ.get("CELLVM_IMAGE", ROOT / "build" / "image")).resolve()
 GATEWAY = BUILD / "cellvm-gateway"
 TEMPLATES = pathlib.Path(os.environ.get("CELLVM_TEMPLATE_DIR",
                                         f"/var/tmp/cellvm-{os.getuid()}/templates"))
 
-pytestmark = pytest.mark.skipif(not (IMAGE / "vmlinux").exists(),
-                                reason="no guest image (make image)")
+@pytest.fixture(autouse=True)
+def _image_required():
+    if not (IMAGE / "vmlinux").exists():
+        pytest.fail(f"no guest image in {IMAGE}: run `make image`")
 
 PROBE = ("import os, random, uuid, time, json, numpy\n"
          "print(json.dumps({'urandom': os.urandom(16).hex(), 'random': random.random(),"
