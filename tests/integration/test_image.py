@@ -122,7 +122,7 @@ class GuestVM:
 
     def __init__(self, mem_mib=512, disk_mib=256):
         if not (IMAGE / "rootfs.ext4").exists():
-            pytest.skip(f"no guest image in {IMAGE}: run `make image`")
+            pytest.fail(f"no guest image in {IMAGE}: run `make image`")
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix="cellvm-image-test-"))
         self.console = self.dir / "console.log"
         disk = self.dir / "workspace.img"

@@ -26,9 +26,9 @@ def _leftover_qemus():
 def test_vm_boots_restores_and_leaves_nothing(build_dir):
     binary = build_dir / "tests" / "test_gw_vm_boot"
     if not binary.exists():
-        pytest.skip(f"{binary} is missing: run `make unit` first")
+        pytest.fail(f"{binary} is missing: run `make unit` first")
     if not (IMAGE / "vmlinux").exists():
-        pytest.skip(f"no guest image in {IMAGE}: run `make image`")
+        pytest.fail(f"no guest image in {IMAGE}: run `make image`")
     env = dict(os.environ, CELLVM_IMAGE_DIR=str(IMAGE))
     proc = subprocess.run([str(binary)], env=env, capture_output=True, text=True, timeout=300)
     out = proc.stdout + proc.stderr
