@@ -1,13 +1,18 @@
-"""cellvm-gateway acceptance tests (issue 3), driven the way Jupyter drives a kernel.
+"""cellvm-gateway acceptance tests (issues 3 and 4), driven the way Jupyter drives a kernel.
 
-Two kinds of kernel sit behind the gateway:
+Three kinds of kernel sit behind the gateway:
 
 - "fake": tests/integration/fake_kernel.py, a scriptable kernel that can also
   misbehave on purpose (hostile frames, deaths). These test the gateway alone.
-- "real": build/cellvm-kernel. Tests parametrised with it are named `[real]`;
-  they FAIL (never skip) when the real kernel is missing or broken.
+- "unsafe-local" and "microvm": the real kernel, through the build's kernelspecs
+  (`cellvm-unsafe-local`, and `cellvm`: the kernel in a QEMU microVM). The
+  lifecycle tests (interrupt, kill, restart, shutdown, bad input on a live
+  session) run against each; they FAIL (never skip) when a kernelspec, the real
+  kernel or the guest image is missing or broken.
 
-Every process a test starts is recorded by pid and killed at the end.
+Tests of the client-facing wire alone (signatures, framing, connection files)
+run once, behind the fake kernel. Every process a test starts is recorded by pid
+and killed at the end.
 """
 import datetime
 import hashlib
@@ -24,9 +29,11 @@ import uuid
 import psutil
 import pytest
 import zmq
-from jupyter_client import BlockingKernelClient, KernelManager
+from jupyter_client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
-from jupyter_client.kernelspec import KernelSpecManager
+
+from backends import (BACKENDS, READY_TIMEOUT, Kernel, descendants, gone, kill_all,
+                      kill_procs, qemu_run_dir, wait_gone)
 
 HERE = pathlib.Path(__file__).resolve().parent
 FAKE = HERE / "fake_kernel.py"
@@ -38,50 +45,28 @@ TIMEOUT = 30
 # --------------------------------------------------------------------------
 # Process bookkeeping: every pid we start, and their descendants, dies.
 
-def descendants(pid):
-    try:
-        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def gone(pid):
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-def wait_gone(pids, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(gone(p) for p in pids):
-            return True
-        time.sleep(0.02)
-    return all(gone(p) for p in pids)
-
-
-def kill_all(pids):
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
 @pytest.fixture
 def reaper():
-    """Register pids (and their process trees) to be killed after the test."""
-    pids = set()
+    """Register pids (and their process trees) to be killed after the test. Processes are
+    held as psutil.Process, so a pid recycled meanwhile is never killed."""
+    procs = {}
+
+    def add(pid):
+        try:
+            procs.setdefault(pid, psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
 
     def track(pid):
-        pids.add(pid)
-        pids.update(descendants(pid))
+        for p in [pid, *descendants(pid)]:
+            add(p)
 
     yield track
-    for pid in list(pids):
-        pids.update(descendants(pid))
-    kill_all(pids)
+    for p in list(procs.values()):
+        if p.is_running():
+            for kid in descendants(p.pid):
+                add(kid)
+    kill_procs(procs.values())
 
 
 # --------------------------------------------------------------------------
@@ -142,8 +127,16 @@ class Gateway:
     def close(self):
         if self.kc:
             self.kc.stop_channels()
-        tree = descendants(self.pid)
-        kill_all([self.pid, *tree])
+        tree = [psutil.Process(p) for p in descendants(self.pid)]
+        if self.proc.poll() is None:
+            # SIGTERM is a clean shutdown: the gateway removes its run dir. SIGKILL after 2 s.
+            self.proc.terminate()
+            try:
+                self.proc.wait(2)
+            except subprocess.TimeoutExpired:
+                pass
+        kill_all([self.pid] if self.proc.poll() is None else [])
+        kill_procs(tree)
         self.proc.wait(5)
         self.ctx.destroy(linger=0)
         self.log.close()
@@ -191,20 +184,20 @@ def raw_request(msg_type, content=None, key=KEY, msg_id=None):
     return [DELIM, sign(key, parts), *parts], msg_id
 
 
-def recv_reply(sock, timeout=TIMEOUT):
+def recv_reply(sock, timeout=TIMEOUT, key=KEY):
     """Next message on a raw DEALER: (header, parent_header, content)."""
     if not sock.poll(timeout * 1000):
         raise AssertionError("no reply")
     frames = sock.recv_multipart()
     i = frames.index(DELIM)
     sig, h, p, m, c = frames[i + 1:i + 6]
-    assert sig == sign(KEY, [h, p, m, c]), "gateway signature does not verify"
+    assert sig == sign(key, [h, p, m, c]), "gateway signature does not verify"
     return json.loads(h), json.loads(p), json.loads(c)
 
 
-def assert_next_reply_is(sock, msg_id):
+def assert_next_reply_is(sock, msg_id, key=KEY):
     """The next reply on sock answers msg_id: nothing came for what was sent before it."""
-    header, parent, content = recv_reply(sock)
+    header, parent, content = recv_reply(sock, key=key)
     assert parent["msg_id"] == msg_id, f"got a reply to {parent.get('msg_id')}, not {msg_id}"
     return header, content
 
@@ -254,7 +247,12 @@ def collect_until_idle(kc, msg_id, timeout=TIMEOUT):
 
 
 # --------------------------------------------------------------------------
-# KernelManager: the way JupyterLab, nbclient and agents start a kernel.
+# KernelManager: the way JupyterLab, nbclient and agents start a kernel. The lifecycle tests
+# of issue 3 run behind the fake kernel (the gateway alone) and through both backends'
+# kernelspecs. The microVM kernel is shared by the tests in this section (a cold VM takes
+# ~14 s under TCG): in file order, interrupt (its first error), kill (the kernel is restarted
+# inside the same VM), bad input, restart (a new gateway and VM), shutdown (the end of it).
+# A shared kernel that stopped answering is replaced before the next test.
 
 @pytest.fixture
 def fake_spec_dir(tmp_path, gateway_bin):
@@ -267,51 +265,73 @@ def fake_spec_dir(tmp_path, gateway_bin):
     return tmp_path / "kernels"
 
 
-@pytest.fixture(params=["fake", "real"])
-def km(request, fake_spec_dir, reaper):
-    """A started KernelManager + ready client, behind the fake or the real kernel."""
-    if request.param == "real":
-        request.getfixturevalue("kernel_bin")       # fails loudly when missing
-        manager = KernelManager(kernel_name="cellvm-unsafe-local")
+@pytest.fixture(scope="module")
+def shared_microvm():
+    pool = {}
+    yield pool
+    for k in pool.values():
+        k.close()
+
+
+@pytest.fixture(params=["fake", "unsafe-local", "microvm"])
+def kernel(request, shared_microvm):
+    """A started kernel (backends.Kernel: .km, .kc, .which) behind the fake kernel or a
+    backend's kernelspec. Everything it started is killed by pid afterwards."""
+    which = request.param
+    if which == "microvm":
+        k = shared_microvm.get(which)
+        if k is None or not k.alive():
+            shared_microvm.pop(which, None)
+            if k is not None:
+                k.close()
+            k = shared_microvm[which] = Kernel(BACKENDS[which])     # closed at module end
+            k.start()
+        k.which = which
+        try:
+            yield k
+        finally:
+            k.track()
+            if not k.km.has_kernel:                     # the test shut it down
+                shared_microvm.pop(which, None)
+                k.close()
+        return
+    if which == "fake":
+        request.getfixturevalue("gateway_bin")          # fails loudly when missing
+        k = Kernel("cellvm-fake", kernel_dirs=[request.getfixturevalue("fake_spec_dir")])
     else:
-        manager = KernelManager(kernel_name="cellvm-fake",
-                                kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(fake_spec_dir)]))
-    manager.start_kernel()
-    reaper(manager.provisioner.pid)
-    kc = manager.client()
-    kc.start_channels()
+        request.getfixturevalue("kernel_bin")
+        k = Kernel(BACKENDS[which])
+    k.which = which
     try:
-        kc.wait_for_ready(timeout=TIMEOUT)
-        reaper(manager.provisioner.pid)              # now with its kernel child
-        manager.kc = kc
-        yield manager
+        k.start()
+        yield k
     finally:
-        kc.stop_channels()
-        if manager.has_kernel:
-            manager.shutdown_kernel(now=True)
+        k.close()
 
 
-def gateway_pid(manager):
-    return manager.provisioner.pid
-
-
-def kernel_child(manager, timeout=TIMEOUT):
+def kernel_child(kernel, timeout=TIMEOUT):
+    """The kernel process of an unsafe-local gateway (fake or real)."""
+    assert kernel.which != "microvm"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        kids = psutil.Process(gateway_pid(manager)).children()
+        kids = psutil.Process(kernel.gateway_pid).children()
         if kids:
             return kids[0].pid
         time.sleep(0.02)
     raise AssertionError("gateway has no kernel child")
 
 
-def test_interrupt_stops_sleep_within_1s(km):
-    kc = km.kc
+def guest_pid(kernel):
+    return int(kernel.value("import os; os.getpid()"))
+
+
+def test_interrupt_stops_sleep_within_1s(kernel):
+    kc = kernel.kc
     msg_id = kc.execute("import time; time.sleep(100)")
     wait_iopub(kc, msg_id, "execute_input")
     time.sleep(0.2)                                  # let the sleep itself begin
     t0 = time.monotonic()
-    km.interrupt_kernel()
+    kernel.km.interrupt_kernel()
     reply = wait_reply(kc, msg_id, timeout=5)
     elapsed = time.monotonic() - t0
     assert elapsed < 1.0, f"interrupt took {elapsed:.2f} s"
@@ -321,54 +341,119 @@ def test_interrupt_stops_sleep_within_1s(km):
     assert reply["content"]["status"] == "ok"
 
 
-def test_restart_gives_fresh_namespace(km, reaper):
-    kc = km.kc
-    reply, _ = run_cell(kc, "x = 42")
+def test_killing_kernel_mid_cell_gives_error_then_working_kernel(kernel):
+    kc = kernel.kc
+    reply, _ = run_cell(kc, "y = 1")
     assert reply["content"]["status"] == "ok"
-    old = gateway_pid(km)
-    km.restart_kernel(now=False)
-    reaper(gateway_pid(km))
-    assert gone(old)
-    kc.wait_for_ready(timeout=TIMEOUT)
-    reply, msgs = run_cell(kc, "x")
-    assert reply["content"]["status"] == "error"
-    assert reply["content"]["ename"] == "NameError"
-
-
-def test_shutdown_leaves_no_process_behind(km):
-    kc = km.kc
-    reply, msgs = run_cell(kc, "import subprocess\np = subprocess.Popen(['sleep', '300'])\np.pid")
-    assert reply["content"]["status"] == "ok"
-    grandchild = int(next(m for m in msgs if m["msg_type"] == "execute_result")
-                     ["content"]["data"]["text/plain"])
-    gw, kernel = gateway_pid(km), kernel_child(km)
-    t0 = time.monotonic()
-    km.shutdown_kernel(now=False)
-    elapsed = time.monotonic() - t0
-    # jupyter_client SIGTERMs at 2.5 s: the gateway must be gone well before.
-    assert elapsed < 2.0, f"shutdown took {elapsed:.2f} s"
-    assert wait_gone([gw, kernel, grandchild], 2), "a process outlived shutdown"
-
-
-def test_killing_kernel_mid_cell_gives_error_then_working_kernel(km):
-    kc = km.kc
-    run_cell(kc, "y = 1")
-    msg_id = kc.execute("import time; time.sleep(100)")
-    wait_iopub(kc, msg_id, "execute_input")
-    pid = kernel_child(km)
-    os.kill(pid, signal.SIGKILL)
+    before = guest_pid(kernel)
+    if kernel.which == "microvm":
+        # The kernel is in the guest: another guest process SIGKILLs it while it sleeps.
+        qemu = kernel.qemu_pid()
+        msg_id = kc.execute("import os, subprocess, time\n"
+                            "subprocess.Popen(['/bin/sh', '-c', 'sleep 0.5; kill -9 %d' % os.getpid()])\n"
+                            "time.sleep(100)")
+        wait_iopub(kc, msg_id, "execute_input")
+    else:
+        msg_id = kc.execute("import time; time.sleep(100)")
+        wait_iopub(kc, msg_id, "execute_input")
+        assert kernel_child(kernel) == before
+        os.kill(before, signal.SIGKILL)
     msgs = collect_until_idle(kc, msg_id)
     errors = [m for who, m in msgs if who == "mine" and m["msg_type"] == "error"]
-    assert len(errors) == 1
+    assert len(errors) == 1, [m["msg_type"] for _, m in msgs]
     assert "SIGKILL" in errors[0]["content"]["evalue"]
     assert "re-run" in errors[0]["content"]["evalue"]
     reply = wait_reply(kc, msg_id)
     assert reply["content"]["status"] == "error"
     assert reply["content"]["ename"] == "KernelDied"
+    # The client sees the kernel restarting, then starting.
+    states = [m["content"]["execution_state"] for _, m in msgs if m["msg_type"] == "status"]
+    deadline = time.monotonic() + TIMEOUT
+    while not ("restarting" in states and "starting" in states[states.index("restarting"):]):
+        msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+        if msg["msg_type"] == "status":
+            states.append(msg["content"]["execution_state"])
     reply, msgs = run_cell(kc, "1 + 1")               # a new kernel answers
     assert reply["content"]["status"] == "ok"
-    assert gateway_pid(km) and not gone(gateway_pid(km))
-    assert kernel_child(km) != pid
+    reply, _ = run_cell(kc, "y")                      # with a fresh namespace
+    assert reply["content"]["ename"] == "NameError"
+    assert not gone(kernel.gateway_pid)
+    assert guest_pid(kernel) != before
+    if kernel.which == "microvm":
+        assert kernel.qemu_pid() == qemu, "the kernel is restarted in the same VM"
+
+
+@pytest.mark.parametrize("kernel", ["unsafe-local", "microvm"], indirect=True)
+def test_bad_input_never_reaches_a_real_kernel(kernel):
+    """Every bad input of the gateway suite, on shell and on control of a real session: none
+    is answered, none reaches the kernel, and the next good request is answered."""
+    info = kernel.km.get_connection_info()
+    key = info["key"]
+    reply, _ = run_cell(kernel.kc, "bad_hits = []")
+    count = reply["content"]["execution_count"]
+    ctx = zmq.Context()
+    try:
+        for channel in ("shell", "control"):
+            sock = ctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(f"{info['transport']}://{info['ip']}:{info[channel + '_port']}")
+            for make_bad in BAD_INPUTS:
+                code = f"bad_hits.append({make_bad.__name__!r})"
+                frames, _, _ = make_bad(key=key, msg_type="execute_request",
+                                        content=json.dumps({"code": code}).encode(),
+                                        max_msg=64 << 20)
+                sock.send_multipart(frames)
+            good, good_id = raw_request("kernel_info_request", key=key)
+            sock.send_multipart(good)
+            header, content = assert_next_reply_is(sock, good_id, key=key)
+            assert content["status"] == "ok"
+            sock.close()
+    finally:
+        ctx.destroy(linger=0)
+    reply, msgs = run_cell(kernel.kc, "bad_hits")
+    assert reply["content"]["status"] == "ok"
+    assert reply["content"]["execution_count"] == count + 1, "a bad execute_request ran"
+    assert [m["content"]["data"]["text/plain"] for m in msgs
+            if m["msg_type"] == "execute_result"] == ["[]"]
+
+
+def test_restart_gives_fresh_namespace(kernel):
+    kc = kernel.kc
+    reply, _ = run_cell(kc, "x = 42")
+    assert reply["content"]["status"] == "ok"
+    old = [kernel.gateway_pid] + ([kernel.qemu_pid()] if kernel.which == "microvm" else [])
+    kernel.km.restart_kernel(now=False)
+    kernel.track()
+    assert wait_gone(old, 2), "the old gateway (or its VM) outlived the restart"
+    kc.wait_for_ready(timeout=READY_TIMEOUT)
+    kernel.track()
+    reply, msgs = run_cell(kc, "x")
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "NameError"
+
+
+def test_shutdown_leaves_no_process_behind(kernel):
+    kc = kernel.kc
+    reply, msgs = run_cell(kc, "import subprocess\np = subprocess.Popen(['sleep', '300'])\np.pid")
+    assert reply["content"]["status"] == "ok"
+    gw = kernel.gateway_pid
+    if kernel.which == "microvm":
+        qemu = kernel.qemu_pid()
+        run_dir = qemu_run_dir(qemu)
+        assert run_dir and run_dir.is_dir()
+        must_go = [gw, qemu]                          # the sleep is inside the VM
+    else:
+        grandchild = int(next(m for m in msgs if m["msg_type"] == "execute_result")
+                         ["content"]["data"]["text/plain"])
+        must_go = [gw, kernel_child(kernel), grandchild]
+    t0 = time.monotonic()
+    kernel.km.shutdown_kernel(now=False)
+    elapsed = time.monotonic() - t0
+    # jupyter_client SIGTERMs at 2.5 s: the gateway must be gone well before.
+    assert elapsed < 2.0, f"shutdown took {elapsed:.2f} s"
+    assert wait_gone(must_go, 2), "a process outlived shutdown"
+    if kernel.which == "microvm":
+        assert not run_dir.exists(), f"{run_dir} outlived shutdown: {list(run_dir.iterdir())}"
 
 
 def test_restarting_status_is_published(gw):
@@ -554,7 +639,9 @@ def test_log_level_from_environment(start_gateway):
 
 # --------------------------------------------------------------------------
 # Bad client input: dropped with a log line, never reaches the kernel, and
-# the next good request is still answered.
+# the next good request is still answered. Each bad_* builds (frames, msg_id,
+# the reason the gateway logs) of an otherwise good request signed with `key`;
+# test_bad_input_never_reaches_a_real_kernel sends them all to real sessions.
 
 def _signed_parts(msg_type="kernel_info_request", content=b"{}", header=None):
     msg_id = uuid.uuid4().hex
@@ -564,55 +651,56 @@ def _signed_parts(msg_type="kernel_info_request", content=b"{}", header=None):
     return [h, b"{}", b"{}", content], msg_id
 
 
-def bad_unsigned():
-    parts, msg_id = _signed_parts()
+def bad_unsigned(key=KEY, msg_type="kernel_info_request", content=b"{}", **_):
+    parts, msg_id = _signed_parts(msg_type, content)
     return [DELIM, b"", *parts], msg_id, "unsigned message"
 
 
-def bad_wrong_signature():
-    parts, msg_id = _signed_parts()
+def bad_wrong_signature(key=KEY, msg_type="kernel_info_request", content=b"{}", **_):
+    parts, msg_id = _signed_parts(msg_type, content)
     return [DELIM, sign(b"not-the-key", parts), *parts], msg_id, "bad signature"
 
 
-def bad_signature_length():
-    parts, msg_id = _signed_parts()
-    return [DELIM, sign(KEY, parts)[:40], *parts], msg_id, "bad signature length"
+def bad_signature_length(key=KEY, msg_type="kernel_info_request", content=b"{}", **_):
+    parts, msg_id = _signed_parts(msg_type, content)
+    return [DELIM, sign(key, parts)[:40], *parts], msg_id, "bad signature length"
 
 
-def bad_missing_delimiter():
-    parts, msg_id = _signed_parts()
-    return [sign(KEY, parts), *parts], msg_id, "missing <IDS|MSG> delimiter"
+def bad_missing_delimiter(key=KEY, msg_type="kernel_info_request", content=b"{}", **_):
+    parts, msg_id = _signed_parts(msg_type, content)
+    return [sign(key, parts), *parts], msg_id, "missing <IDS|MSG> delimiter"
 
 
-def bad_too_few_frames():
-    parts, msg_id = _signed_parts()
-    return [DELIM, sign(KEY, parts), *parts[:3]], msg_id, "too few frames"
+def bad_too_few_frames(key=KEY, msg_type="kernel_info_request", content=b"{}", **_):
+    parts, msg_id = _signed_parts(msg_type, content)
+    return [DELIM, sign(key, parts), *parts[:3]], msg_id, "too few frames"
 
 
-def bad_non_json():
-    parts, msg_id = _signed_parts(content=b"{this is not json")
-    return [DELIM, sign(KEY, parts), *parts], msg_id, "content is not valid JSON"
+def bad_non_json(key=KEY, msg_type="kernel_info_request", **_):
+    parts, msg_id = _signed_parts(msg_type, content=b"{this is not json")
+    return [DELIM, sign(key, parts), *parts], msg_id, "content is not valid JSON"
 
 
-def bad_non_json_header():
-    parts, msg_id = _signed_parts(header=b"\xff\xfe garbage")
-    return [DELIM, sign(KEY, parts), *parts], msg_id, "header is not valid JSON"
+def bad_non_json_header(key=KEY, msg_type="kernel_info_request", content=b"{}", **_):
+    parts, msg_id = _signed_parts(msg_type, content, header=b"\xff\xfe garbage")
+    return [DELIM, sign(key, parts), *parts], msg_id, "header is not valid JSON"
 
 
-def bad_non_object():
-    parts, msg_id = _signed_parts(content=b"[1, 2, 3]")
-    return [DELIM, sign(KEY, parts), *parts], msg_id, "content is not a JSON object"
+def bad_non_object(key=KEY, msg_type="kernel_info_request", **_):
+    parts, msg_id = _signed_parts(msg_type, content=b"[1, 2, 3]")
+    return [DELIM, sign(key, parts), *parts], msg_id, "content is not a JSON object"
 
 
-def bad_unknown_msg_type():
-    parts, msg_id = _signed_parts(msg_type="bogus_request")
-    return [DELIM, sign(KEY, parts), *parts], msg_id, "msg_type not accepted"
+def bad_unknown_msg_type(key=KEY, content=b"{}", **_):
+    parts, msg_id = _signed_parts("bogus_request", content)
+    return [DELIM, sign(key, parts), *parts], msg_id, "msg_type not accepted"
 
 
-def bad_oversize():
-    content = json.dumps({"code": "x" * 100_000}).encode()
-    parts, msg_id = _signed_parts(msg_type="execute_request", content=content)
-    return [DELIM, sign(KEY, parts), *parts], msg_id, "message too large"
+def bad_oversize(key=KEY, max_msg=65536, **_):
+    """An execute_request over a --max-msg of max_msg (its code is a comment)."""
+    content = b'{"code": "#' + b"x" * max_msg + b'"}'
+    parts, msg_id = _signed_parts("execute_request", content)
+    return [DELIM, sign(key, parts), *parts], msg_id, "message too large"
 
 
 BAD_INPUTS = [bad_unsigned, bad_wrong_signature, bad_signature_length, bad_missing_delimiter,
@@ -690,7 +778,7 @@ def test_bad_connection_file_is_refused(gateway_bin, tmp_path, setup, words):
 
 @pytest.mark.parametrize("argv,words", [
     ([], "--backend is required"),
-    (["--backend", "microvm"], "microvm backend is not built yet"),
+    (["--backend", "microvm", "--image", "/nonexistent/image"], "/nonexistent/image/vmlinux"),
     (["--backend", "docker"], "unknown backend"),
     (["--backend", "unsafe-local", "--kernel", "/nonexistent/kernel"], "not an executable"),
     (["--backend", "unsafe-local", "--max-msg", "lots"], "bad value"),

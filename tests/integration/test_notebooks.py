@@ -1,43 +1,73 @@
-"""Execute every notebook in notebooks/ with nbclient through the `cellvm-unsafe-local`
-kernelspec and check what came out (issue 3 acceptance).
+"""Execute every notebook in notebooks/ with nbclient through each backend's kernelspec
+(`cellvm-unsafe-local` and the microvm `cellvm`) and check what came out (issues 3 and 4).
 
-The kernelspec is looked up in build/share/jupyter (conftest sets JUPYTER_PATH). A missing
-kernelspec is a failure, not a skip. CELLVM_NOTEBOOK_KERNEL=python3 runs the same checks against
-Debian's ipykernel, which is how the notebooks themselves are sanity-checked.
+Each notebook gets a fresh kernel, started here with a KernelManager and handed to nbclient's
+NotebookClient(km=...), so this module knows every pid it started and kills them. With
+unsafe-local the kernel starts in notebooks/ (as nbclient and Jupyter start it), so relative
+paths like data/sales.csv resolve as with ipykernel. A microVM kernel starts in /workspace
+inside its VM: every file under notebooks/data/ is first uploaded there with the control
+channel's cellvm_put_request (docs/files.md), so the same relative paths work unchanged.
+
+A missing kernelspec or guest image is a failure, not a skip. CELLVM_NOTEBOOK_KERNEL=python3 runs
+the same checks against Debian's ipykernel only, which is how the notebooks themselves are
+sanity-checked.
 """
 import base64
+import hashlib
 import os
 import pathlib
 import re
 
 import pytest
+from jupyter_client.asynchronous import AsyncKernelClient
+
+from backends import BACKENDS, READY_TIMEOUT, Kernel, backend_of, kernel_spec
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[2] / "notebooks"
-KERNEL_NAME = os.environ.get("CELLVM_NOTEBOOK_KERNEL", "cellvm-unsafe-local")
+KERNEL_NAMES = [os.environ["CELLVM_NOTEBOOK_KERNEL"]] if os.environ.get("CELLVM_NOTEBOOK_KERNEL") \
+    else [BACKENDS["unsafe-local"], BACKENDS["microvm"]]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+CELL_TIMEOUT = 120
 
 
-def require_kernelspec():
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-    try:
-        return KernelSpecManager().get_kernel_spec(KERNEL_NAME)
-    except NoSuchKernel:
-        pass
-    pytest.fail(f"kernelspec {KERNEL_NAME!r} not found (JUPYTER_PATH="
-                f"{os.environ.get('JUPYTER_PATH')}): run `make` to write "
-                f"build/share/jupyter/kernels/{KERNEL_NAME}/kernel.json")
+@pytest.fixture(params=KERNEL_NAMES)
+def kernel_name(request):
+    kernel_spec(request.param)                  # fails (never skips) without spec or image
+    return request.param
 
 
-def run_notebook(name):
-    require_kernelspec()
+def upload_data(kernel):
+    """Copy notebooks/data/ into the VM's /workspace/data/ (the kernel's cwd is /workspace)."""
+    files = sorted(p for p in (NOTEBOOKS / "data").rglob("*") if p.is_file())
+    assert files, "notebooks/data/ is empty"
+    for p in files:
+        rel = p.relative_to(NOTEBOOKS).as_posix()
+        data = p.read_bytes()
+        reply = kernel.control("cellvm_put_request", {"path": rel}, buffers=[data])
+        assert reply["content"]["status"] == "ok", reply["content"]
+        assert reply["content"]["size"] == len(data)
+        assert reply["content"]["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def run_notebook(name, kernel_name):
     import nbformat
     from nbclient import NotebookClient
-    path = NOTEBOOKS / name
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, kernel_name=KERNEL_NAME, timeout=120, startup_timeout=60,
-                            resources={"metadata": {"path": str(NOTEBOOKS)}})
-    client.execute()
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    kernel = Kernel(kernel_name, cwd=NOTEBOOKS)
+    try:
+        kernel.start()
+        if backend_of(kernel.spec.argv) == "microvm":
+            upload_data(kernel)
+        # nbclient uses our running kernel (owns_km is False) and leaves it to us. It makes its
+        # own client with km.client(), and awaits it: an asyncio one.
+        kernel.km.client_factory = AsyncKernelClient
+        client = NotebookClient(nb, km=kernel.km, timeout=CELL_TIMEOUT,
+                                startup_timeout=READY_TIMEOUT,
+                                resources={"metadata": {"path": str(NOTEBOOKS)}})
+        client.execute()
+    finally:
+        kernel.close()
     code = [c for c in nb.cells if c.cell_type == "code"]
     counts = [c.execution_count for c in code]
     assert all(isinstance(n, int) for n in counts), f"{name}: unexecuted cells: {counts}"
@@ -77,8 +107,8 @@ def test_all_notebooks_are_covered():
         f"every notebook needs its checks in this file: {names}"
 
 
-def test_pandas_analysis():
-    cells = run_notebook("01-pandas-analysis.ipynb")
+def test_pandas_analysis(kernel_name):
+    cells = run_notebook("01-pandas-analysis.ipynb", kernel_name)
     load, describe, by_region, by_month, pivot, summary = cells
     for c in cells:
         assert not errors_of(c), c.outputs
@@ -107,8 +137,8 @@ def test_pandas_analysis():
     assert result_of(summary) == "{'2024-01': 142.5, '2024-02': 140.0, '2024-03': 150.0}"
 
 
-def test_matplotlib_chart():
-    cells = run_notebook("02-matplotlib-chart.ipynb")
+def test_matplotlib_chart(kernel_name):
+    cells = run_notebook("02-matplotlib-chart.ipynb", kernel_name)
     setup, bar, line, check = cells
     for c in cells:
         assert not errors_of(c), c.outputs
@@ -121,8 +151,8 @@ def test_matplotlib_chart():
     assert text_of(check) == "figures still open: 0\n", "displayed figures are closed"
 
 
-def test_errors_notebook():
-    ok, raising, after = run_notebook("03-errors.ipynb")
+def test_errors_notebook(kernel_name):
+    ok, raising, after = run_notebook("03-errors.ipynb", kernel_name)
     assert result_of(ok) == "0.625"
     (err,) = errors_of(raising)
     assert err.ename == "ZeroDivisionError"
@@ -134,8 +164,8 @@ def test_errors_notebook():
     assert text_of(after) == "after the error, state is kept\n"
 
 
-def test_input_notebook():
-    direct, fallback = run_notebook("04-input.ipynb")
+def test_input_notebook(kernel_name):
+    direct, fallback = run_notebook("04-input.ipynb", kernel_name)
     (err,) = errors_of(direct)
     assert err.ename == "StdinNotImplementedError", err
     assert text_of(direct) == ""
