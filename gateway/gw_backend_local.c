@@ -243,6 +243,9 @@ s_get_file (void *ctx, const char *path, size_t max, uint8_t **data_p, size_t *l
 static int
 s_make_workspace (s_local_t *self, char *err, size_t errlen)
 {
+    char base [4096];
+    if (gw_rundir_default_base (base, sizeof base) == 0)
+        gw_rundir_sweep (base);                 //  what SIGKILLed gateways left
     self->run = gw_rundir_new (NULL, err, errlen);
     if (!self->run)
         return -EIO;

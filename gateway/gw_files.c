@@ -179,7 +179,7 @@ void
 gw_files_collect (gw_files_t *self, gw_backend_t *be, const char *outdir, json_t *files)
 {
     assert (self && be);
-    if (!self->dir || !be->get_file || !outdir || !json_is_array (files))
+    if (!self->dir || !be->get_file || !outdir || !json_array_size (files))
         return;
     char *slash = strrchr (self->dir, '/');
     if (slash && slash != self->dir) {          //  the configured dir itself

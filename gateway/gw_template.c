@@ -25,11 +25,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#define S_FORMAT 1                  //  bump when the layout or the warm-up changes
+#define S_FORMAT 2                  //  bump when the layout or the warm-up changes
 #define S_QMP_MS 5000
+//  Also pay, once, for what a user's first error and first Tab would cost
+//  under TCG: IPython parsing its own source for the traceback (seconds),
+//  and jedi's first completion.
 #define S_WARMUP "import os, sys, random, uuid, json, base64\n" \
                  "import numpy, pandas, IPython\n" \
-                 "import matplotlib, matplotlib.pyplot\n"
+                 "import matplotlib, matplotlib.pyplot\n" \
+                 "_ip = get_ipython()\n" \
+                 "_ip.run_cell('1/0', store_history=False, silent=True)\n" \
+                 "from IPython.core.completer import provisionalcompleter as _pc\n" \
+                 "with _pc():\n" \
+                 "    _ = list(_ip.Completer.completions('import o', 8))\n" \
+                 "del _ip, _pc, _\n"
 
 struct _gw_template_t {
     char path [PATH_MAX];           //  BASE/<key>

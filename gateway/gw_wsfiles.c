@@ -54,10 +54,12 @@ s_open_beneath (const char *root, const char *rel, int flags, mode_t mode)
     return fd < 0 ? -e : (int) fd;
 }
 
+//  The same words init uses (docs/files.md), so clients can match on them.
 static const char *
 s_why (int rc)
 {
-    return rc == -EXDEV || rc == -ELOOP ? "the path leads outside the workspace or through a symlink"
+    return rc == -EXDEV ? "PathOutsideWorkspace: the path leads outside the workspace"
+         : rc == -ELOOP ? "SymlinkRefused: the path goes through a symlink"
          : strerror (-rc);
 }
 
@@ -126,8 +128,10 @@ gw_wsfiles_put (const char *root, const char *path, const uint8_t *data, size_t 
     close (fd);
     char hex [65];
     gw_sha256_hex (data, len, hex);
-    *reply_p = json_pack ("{s:s, s:s, s:I, s:s}", "status", "ok", "path", path,
-                          "size", (json_int_t) len, "sha256", hex);
+    char abs [4200];
+    snprintf (abs, sizeof abs, "%s/%s", root, rel);
+    *reply_p = json_pack ("{s:s, s:s, s:I, s:I, s:s}", "status", "ok", "path", abs,
+                          "size", (json_int_t) len, "written", (json_int_t) len, "sha256", hex);
     return 0;
 }
 

@@ -265,7 +265,9 @@ class IPythonBackend:
                              n=c.get("n"), unique=bool(c.get("unique", False)))
         else:
             hist = []
-        return {"status": "ok", "history": [list(h) for h in hist]}
+        # IPython names the current session 0 in ranges; tail says its number.
+        return {"status": "ok",
+                "history": [[s or hm.session_number, n, line] for s, n, line in hist]}
 
 
 # ----------------------------------------------------------------------------
