@@ -143,7 +143,8 @@ s_scan (kn_outfiles_t *self, s_list_t *l)
 {
     memset (l, 0, sizeof *l);
     s_walk (l, self->dir, 0);
-    qsort (l->v, l->n, sizeof *l->v, s_cmp);
+    if (l->n > 1)       //  v is NULL for an empty list: qsort must not see it
+        qsort (l->v, l->n, sizeof *l->v, s_cmp);
 }
 
 void
@@ -211,7 +212,8 @@ kn_outfiles_changes (kn_outfiles_t *self, bool *truncated)
     json_t *out = json_array ();
     *truncated = now.truncated;
     for (size_t i = 0; i < now.n; i++) {
-        s_entry_t *hit = bsearch (&now.v [i], self->snap.v, self->snap.n, sizeof *hit, s_cmp);
+        s_entry_t *hit = self->snap.n == 0 ? NULL
+                       : bsearch (&now.v [i], self->snap.v, self->snap.n, sizeof *hit, s_cmp);
         if (hit && s_same (hit, &now.v [i]))
             continue;
         if (json_array_size (out) >= self->cap) {

@@ -140,6 +140,10 @@ class KernelDriver:
         self._cond = threading.Condition()
         self._wlock = threading.Lock()
         self._tmp = tempfile.TemporaryDirectory(prefix="cellvm-kt-")
+        # Never the kernel's default (/workspace/out): on the host that is the
+        # host's own /workspace.
+        if outdir is None:
+            outdir = os.path.join(self._tmp.name, "out")
         self.outdir = outdir
         self.stderr_path = os.path.join(self._tmp.name, "kernel.stderr")
 
