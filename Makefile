@@ -105,8 +105,16 @@ integration: all template $(B)/tests/test_gw_vm_boot
 test: all unit integration
 
 # Sanitizer build of everything, unit tests and the integration suite against it.
+# Reports go to files (the kernel's fd 2 is its capture pipe), and any report
+# fails the target.
+SAN_LOG := $(abspath build/san)/sanitizer
 check:
-	$(MAKE) SANITIZER=address,undefined CC=$(CC) unit integration
+	mkdir -p build/san && rm -f $(SAN_LOG).*
+	ASAN_OPTIONS=log_path=$(SAN_LOG) UBSAN_OPTIONS=log_path=$(SAN_LOG):print_stacktrace=1 \
+	  $(MAKE) SANITIZER=address,undefined CC=$(CC) unit integration
+	@if ls $(SAN_LOG).* >/dev/null 2>&1; then echo "sanitizer reports:"; head -50 $(SAN_LOG).*; exit 1; fi
+	@echo "make check: no sanitizer reports"
+
 
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(KN_SRC) $(GW_SRC) | $(DEPS_STAMP)
