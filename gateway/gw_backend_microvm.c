@@ -6,6 +6,7 @@
 #include "gw_template.h"
 #include "kn_frame.h"
 
+#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -234,14 +235,6 @@ s_drop_vm (s_self_t *self)
     gw_pool_lease_destroy (&self->lease);       //  the holder kills the clone
 }
 
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 //  No usable template: have one built in the background, once.
 static void
 s_request_build (s_self_t *self)
@@ -264,7 +257,7 @@ s_restore (s_self_t *self)
 {
     char err [512] = "";
     int rc = -ENOTSUP;
-    int64_t t0 = s_now_ms ();
+    int64_t t0 = zclock_mono ();
     gw_template_t *t = NULL;
     if (self->opts.template_dir)
         t = gw_template_open (self->opts.template_dir, &self->cfg, &rc, err, sizeof err);
@@ -276,7 +269,7 @@ s_restore (s_self_t *self)
         return rc;
     }
     self->vm = gw_template_restore (t, &self->cfg, S_RESTORE_MS, err, sizeof err);
-    int64_t t_run = s_now_ms ();
+    int64_t t_run = zclock_mono ();
     rc = self->vm ? gw_template_reseed (self->vm, S_RESTORE_MS, &self->init, &self->kernel_fd,
                                         err, sizeof err) : -EIO;
     if (rc < 0) {
@@ -290,7 +283,7 @@ s_restore (s_self_t *self)
         self->init_ready = true;
         gw_log (GW_LOG_INFO, "vm.restored", "pid=%d template=%s running_ms=%lld ready_ms=%lld "
                 "run_dir=%s", gw_vm_pid (self->vm), gw_template_path (t),
-                (long long) (t_run - t0), (long long) (s_now_ms () - t0),
+                (long long) (t_run - t0), (long long) (zclock_mono () - t0),
                 gw_vm_run_dir (self->vm));
     }
     gw_template_destroy (&t);
@@ -306,7 +299,7 @@ s_take_from_pool (s_self_t *self)
     char err [512] = "";
     if (!self->opts.pool_socket)
         return -ENOTSUP;
-    int64_t t0 = s_now_ms ();
+    int64_t t0 = zclock_mono ();
     int rc = gw_pool_take (self->opts.pool_socket, 2000, &self->lease, err, sizeof err);
     if (rc < 0) {
         gw_log (GW_LOG_INFO, "vm.pool_miss", "socket=%s reason=\"%s\"", self->opts.pool_socket,
@@ -331,7 +324,7 @@ s_take_from_pool (s_self_t *self)
     epoll_ctl (self->epfd, EPOLL_CTL_ADD, gw_init_fd (self->init), &ev);
     self->init_ready = true;
     gw_log (GW_LOG_INFO, "vm.from_pool", "pid=%d run_dir=%s ms=%lld", s_vm_pid (self),
-            gw_pool_lease_run_dir (self->lease), (long long) (s_now_ms () - t0));
+            gw_pool_lease_run_dir (self->lease), (long long) (zclock_mono () - t0));
     return 0;
 }
 

@@ -3,6 +3,7 @@
 #include "gw_log.h"
 #include "kn_frame.h"
 
+#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -68,14 +69,6 @@ int
 gw_init_fd (const gw_init_t *self)
 {
     return self->fd;
-}
-
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 //  Write everything, waiting on POLLOUT (the fd is non-blocking).
@@ -228,7 +221,7 @@ gw_init_call (gw_init_t *self, const char *msg_type, json_t **content_p,
     char id [37];
     *reply_p = NULL;
     int rc = gw_init_send (self, msg_type, content_p, buf, buflen, id);
-    int64_t deadline = s_now_ms () + timeout_ms;
+    int64_t deadline = zclock_mono () + timeout_ms;
     while (rc == 0) {
         kn_msg_t *msg = NULL;
         rc = s_read_one (self, &msg);
@@ -241,7 +234,7 @@ gw_init_call (gw_init_t *self, const char *msg_type, json_t **content_p,
             s_keep (self, &msg);
             continue;
         }
-        int64_t left = deadline - s_now_ms ();
+        int64_t left = deadline - zclock_mono ();
         if (rc != -EAGAIN || left <= 0)
             return rc == -EAGAIN ? -ETIMEDOUT : rc;
         struct pollfd pf = { self->fd, POLLIN, 0 };

@@ -11,6 +11,7 @@
 #include "gw_rundir.h"
 #include "gw_template.h"
 
+#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -41,14 +42,6 @@ struct _gw_pool_lease_t {
     char run_dir [PATH_MAX], console [PATH_MAX];
     bool ended;
 };
-
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int
 gw_pool_socket_path (const gw_vm_config_t *cfg, char *out, size_t cap)
@@ -280,7 +273,7 @@ s_fork_holder (s_daemon_t *d)
         close (sp [0]);
         return;
     }
-    d->clones [d->n++] = (s_clone_t) { .pid = pid, .sock = sp [0], .since = s_now_ms () };
+    d->clones [d->n++] = (s_clone_t) { .pid = pid, .sock = sp [0], .since = zclock_mono () };
 }
 
 //  Keep size clones, within the memory budget.
@@ -319,7 +312,7 @@ s_on_holder (s_daemon_t *d, unsigned i)
         d->clones [i].ready = true;
         d->clones [i].qemu = qemu;
         gw_log (GW_LOG_INFO, "pool.clone_ready", "holder=%d qemu=%d ms=%lld",
-                (int) d->clones [i].pid, qemu, (long long) (s_now_ms () - d->clones [i].since));
+                (int) d->clones [i].pid, qemu, (long long) (zclock_mono () - d->clones [i].since));
         s_log_size (d, "ready");
         return;
     }
@@ -345,7 +338,7 @@ s_on_client (s_daemon_t *d)
         close (conn);
         return;
     }
-    d->last_use = s_now_ms ();
+    d->last_use = zclock_mono ();
     unsigned i = 0;
     while (i < d->n && !d->clones [i].ready)
         i++;
@@ -418,7 +411,7 @@ s_daemon_step (s_daemon_t *d)
     if (p [0].revents)
         s_on_client (d);
     s_refill (d);
-    if (d->opts.idle_s && s_now_ms () - d->last_use > (int64_t) d->opts.idle_s * 1000) {
+    if (d->opts.idle_s && zclock_mono () - d->last_use > (int64_t) d->opts.idle_s * 1000) {
         gw_log (GW_LOG_INFO, "pool.idle", "idle_s=%u", d->opts.idle_s);
         stop = true;
     }
@@ -429,7 +422,7 @@ int
 gw_pool_daemon_run (const gw_vm_config_t *cfg, const gw_pool_opts_t *opts)
 {
     assert (cfg && opts && opts->socket_path && opts->template_dir);
-    s_daemon_t d = { .cfg = cfg, .opts = *opts, .last_use = s_now_ms () };
+    s_daemon_t d = { .cfg = cfg, .opts = *opts, .last_use = zclock_mono () };
     sigset_t set;
     sigemptyset (&set);
     sigaddset (&set, SIGTERM);

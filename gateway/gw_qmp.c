@@ -7,6 +7,7 @@
 #include "gw_qmp.h"
 #include "gw_log.h"
 
+#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,19 +32,11 @@ struct _gw_qmp_t {
     void *event_arg;
 };
 
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 //  Milliseconds left until deadline, for poll (0 once it has passed).
 static int
 s_left_ms (int64_t deadline)
 {
-    int64_t left = deadline - s_now_ms ();
+    int64_t left = deadline - zclock_mono ();
     return left <= 0 ? 0 : left > 3600000 ? 3600000 : (int) left;
 }
 
@@ -206,7 +199,7 @@ gw_qmp_poll (gw_qmp_t *self, int timeout_ms)
     assert (self);
     if (self->broken)
         return self->broken;
-    int rc = s_wait_reply (self, 0, s_now_ms () + (timeout_ms > 0 ? timeout_ms : 0), NULL);
+    int rc = s_wait_reply (self, 0, zclock_mono () + (timeout_ms > 0 ? timeout_ms : 0), NULL);
     return rc == -ETIMEDOUT ? 0 : rc;
 }
 
@@ -305,7 +298,7 @@ gw_qmp_execute_fd (gw_qmp_t *self, const char *command, json_t *args, int pass_f
     assert (!args || json_is_object (args));
     if (return_p)
         *return_p = NULL;
-    int64_t deadline = s_now_ms () + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline = zclock_mono () + (timeout_ms > 0 ? timeout_ms : 0);
     json_t *reply = NULL;
     size_t len = 0;
     char *line = NULL;
@@ -338,7 +331,7 @@ int
 gw_qmp_handshake (gw_qmp_t *self, int timeout_ms, char *err, size_t errlen)
 {
     assert (self && err);
-    int64_t deadline = s_now_ms () + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline = zclock_mono () + (timeout_ms > 0 ? timeout_ms : 0);
     json_t *greeting = NULL;
     int rc = self->broken ? self->broken : s_next_msg (self, deadline, &greeting);
     if (rc == 0 && !json_is_object (json_object_get (greeting, "QMP")))

@@ -5,6 +5,7 @@
 #include "gw_qmp.h"
 #include "kn_frame.h"
 
+#include <czmq.h>
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
@@ -45,14 +46,6 @@ struct _gw_template_t {
     char ram [PATH_MAX + 8], state [PATH_MAX + 8], disk [PATH_MAX + 24];
     unsigned tsc_khz;               //  the template's, so the clone's -append matches
 };
-
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int
 gw_template_default_dir (char *out, size_t cap)
@@ -335,7 +328,7 @@ static int
 s_wait_migration (gw_qmp_t *qmp, int64_t deadline, char *err, size_t errlen)
 {
     char status [32] = "";
-    while (s_now_ms () < deadline) {
+    while (zclock_mono () < deadline) {
         int rc = gw_qmp_query_migrate (qmp, status, sizeof status, S_QMP_MS, err, errlen);
         if (rc < 0)
             return rc;
@@ -374,7 +367,7 @@ s_init_hello (gw_init_t *init, const json_t *extra, const uint8_t *buf, size_t l
               int64_t deadline, json_t **reply_p)
 {
     int rc = -ETIMEDOUT;
-    while (rc < 0 && s_now_ms () < deadline) {
+    while (rc < 0 && zclock_mono () < deadline) {
         json_t *c = json_pack ("{s:s, s:i, s:s}", "protocol", "cellvm-init", "version", 1,
                                "role", "driver");
         if (extra)
@@ -421,14 +414,14 @@ s_on_msg (void *arg, kn_msg_t **msg_p)
 static int
 s_chan_wait (gw_chan_t *chan, s_wait_t *w, int64_t deadline)
 {
-    while (s_now_ms () < deadline) {
+    while (zclock_mono () < deadline) {
         struct pollfd p = { gw_chan_fd (chan), POLLIN, 0 };
         if (gw_chan_wants_write (chan)) {
             p.events |= POLLOUT;
             if (gw_chan_flush (chan) < 0)
                 return -EPIPE;
         }
-        poll (&p, 1, (int) (deadline - s_now_ms ()) > 0 ? (int) (deadline - s_now_ms ()) : 0);
+        poll (&p, 1, (int) (deadline - zclock_mono ()) > 0 ? (int) (deadline - zclock_mono ()) : 0);
         const char *why = NULL;
         int rc = gw_chan_read (chan, s_on_msg, w, &why);
         if (rc > 0)
@@ -517,7 +510,7 @@ s_warm_up (gw_chan_t *chan, int64_t deadline, char *err, size_t errlen)
 static int
 s_boot_warm (gw_vm_t *vm, gw_init_t **init_p, gw_chan_t **chan_p, char *err, size_t errlen)
 {
-    int64_t deadline = s_now_ms () + 300000;
+    int64_t deadline = zclock_mono () + 300000;
     int fd = -1, rc = gw_vm_wait_port (vm, "init", 10000, &fd);
     if (rc == 0) {
         *init_p = gw_init_new (fd, KN_FRAME_MAX_DEFAULT);
@@ -552,7 +545,7 @@ s_save (gw_vm_t *vm, const char *dir, char *err, size_t errlen)
     if (rc == 0)
         rc = s_migrate_fd (qmp, "migrate", path, O_WRONLY | O_CREAT | O_TRUNC, err, errlen);
     if (rc == 0)
-        rc = s_wait_migration (qmp, s_now_ms () + 60000, err, errlen);
+        rc = s_wait_migration (qmp, zclock_mono () + 60000, err, errlen);
     snprintf (path, sizeof path, "%s/workspace.qcow2", gw_vm_run_dir (vm));
     snprintf (disk, sizeof disk, "%s/workspace.qcow2", dir);
     if (rc == 0 && (rc = s_copy_file (path, disk)) < 0)
@@ -586,7 +579,7 @@ static int
 s_build_into (const char *tmp, const char *key, const gw_vm_config_t *cfg, char *err,
               size_t errlen)
 {
-    int64_t t0 = s_now_ms ();
+    int64_t t0 = zclock_mono ();
     char ram [PATH_MAX + 32];
     snprintf (ram, sizeof ram, "%s/ram", tmp);
     gw_vm_config_t c = *cfg;
@@ -604,7 +597,7 @@ s_build_into (const char *tmp, const char *key, const gw_vm_config_t *cfg, char 
         rc = s_save (vm, tmp, err, errlen);
     if (rc == 0)
         rc = s_write_meta (tmp, key, &c, c.tsc_khz ? c.tsc_khz : gw_accel_tsc_khz (),
-                           s_now_ms () - t0);
+                           zclock_mono () - t0);
     gw_chan_destroy (&chan);
     gw_init_destroy (&init);
     gw_vm_destroy (&vm);
@@ -630,7 +623,7 @@ gw_template_build (const char *base, const gw_vm_config_t *cfg, char *err, size_
         goto fail;
     }
     gw_log (GW_LOG_INFO, "template.building", "dir=%s", dir);
-    int64_t t0 = s_now_ms ();
+    int64_t t0 = zclock_mono ();
     s_remove_tree (tmp);                        //  a build that died half way
     if ((rc = s_mkdirs (tmp)) < 0 || (rc = s_build_into (tmp, key, cfg, err, errlen)) < 0)
         goto fail;
@@ -639,7 +632,7 @@ gw_template_build (const char *base, const gw_vm_config_t *cfg, char *err, size_
         rc = -errno;
         goto fail;
     }
-    gw_log (GW_LOG_INFO, "template.built", "dir=%s ms=%lld", dir, (long long) (s_now_ms () - t0));
+    gw_log (GW_LOG_INFO, "template.built", "dir=%s ms=%lld", dir, (long long) (zclock_mono () - t0));
     close (lock_fd);
     return 0;
 fail:
@@ -692,7 +685,7 @@ gw_template_restore (gw_template_t *self, const gw_vm_config_t *cfg, int timeout
                      char *err, size_t errlen)
 {
     assert (self && cfg);
-    int64_t deadline = s_now_ms () + timeout_ms;
+    int64_t deadline = zclock_mono () + timeout_ms;
     gw_vm_config_t c = *cfg;
     c.mem_path = self->ram;
     c.mem_share = false;                        //  copy-on-write
@@ -784,7 +777,7 @@ gw_template_reseed (gw_vm_t *vm, int timeout_ms, gw_init_t **init_p, int *kernel
                     char *err, size_t errlen)
 {
     assert (vm && init_p && kernel_fd_p);
-    int64_t deadline = s_now_ms () + timeout_ms;
+    int64_t deadline = zclock_mono () + timeout_ms;
     int ifd = -1, kfd = -1;
     gw_init_t *init = NULL;
     int rc = gw_vm_wait_port (vm, "init", timeout_ms, &ifd);

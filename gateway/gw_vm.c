@@ -8,6 +8,7 @@
 #include "gw_log.h"
 #include "gw_rundir.h"
 
+#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -54,14 +55,6 @@ struct _gw_vm_t {
 static const struct { const char *name, *file; } s_ports [] = {
     { "kernel", "kernel.sock" }, { "init", "init.sock" }, { "qmp", "qmp.sock" }
 };
-
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void
 gw_vm_config_defaults (gw_vm_config_t *cfg)
@@ -575,7 +568,7 @@ s_create_disk (gw_vm_t *self, s_spawn_t *sp, char *err, size_t errlen)
     argv [n++] = size;
     sp->argv = argv;
     pid_t pid = 0;
-    int64_t t0 = s_now_ms ();
+    int64_t t0 = zclock_mono ();
     int status = 0, rc = s_spawn (sp, &pid);
     while (rc == 0 && waitpid (pid, &status, 0) < 0)
         if (errno != EINTR) {
@@ -589,7 +582,7 @@ s_create_disk (gw_vm_t *self, s_spawn_t *sp, char *err, size_t errlen)
                   rc == -EIO ? "non-zero exit" : strerror (-rc), gw_rundir_path (self->dir));
     else
         gw_log (GW_LOG_DEBUG, "vm.disk_created", "path=%s bytes=%s ms=%lld", path, size,
-                (long long) (s_now_ms () - t0));
+                (long long) (zclock_mono () - t0));
     return rc;
 }
 
@@ -620,7 +613,7 @@ gw_vm_start (gw_vm_t *self, char *err, size_t errlen)
         goto fail;
     }
     self->started = true;
-    self->started_ms = s_now_ms ();
+    self->started_ms = zclock_mono ();
     char pid_text [24];
     snprintf (pid_text, sizeof pid_text, "%d\n", (int) self->pid);
     gw_rundir_write (self->dir, "qemu.pid", pid_text);  //  for the sweeper
@@ -684,7 +677,7 @@ gw_vm_connect_port (gw_vm_t *self, const char *name, int *fd_p)
     char path [PATH_MAX];
     gw_rundir_file (self->dir, s_ports [i].file, path, sizeof path);
     int rc = s_connect_unix (path, fd_p);
-    int64_t ms = s_now_ms () - self->started_ms;
+    int64_t ms = zclock_mono () - self->started_ms;
     if (rc == 0)
         gw_log (GW_LOG_INFO, "vm.port_connected", "pid=%d port=%s ms=%lld",
                 (int) self->pid, name, (long long) ms);
@@ -696,10 +689,10 @@ gw_vm_connect_port (gw_vm_t *self, const char *name, int *fd_p)
 int
 gw_vm_wait_port (gw_vm_t *self, const char *name, int timeout_ms, int *fd_p)
 {
-    int64_t deadline = s_now_ms () + timeout_ms;
+    int64_t deadline = zclock_mono () + timeout_ms;
     int rc;
     while ((rc = gw_vm_connect_port (self, name, fd_p)) == -EAGAIN) {
-        if (s_now_ms () >= deadline)
+        if (zclock_mono () >= deadline)
             return -ETIMEDOUT;
         struct timespec ts = { 0, 5 * 1000 * 1000 };
         nanosleep (&ts, NULL);
@@ -737,7 +730,7 @@ s_log_exit (gw_vm_t *self, int status)
     else
         snprintf (how, sizeof how, "exit_code=%d", WEXITSTATUS (status));
     gw_log (GW_LOG_INFO, "vm.exited", "pid=%d %s uptime_ms=%lld", (int) self->pid, how,
-            (long long) (s_now_ms () - self->started_ms));
+            (long long) (zclock_mono () - self->started_ms));
 }
 
 int
