@@ -55,7 +55,7 @@ deps:
 	bash scripts/deps.sh
 
 kernel: $(B)/cellvm-kernel
-gateway: $(B)/cellvm-gateway
+gateway: $(B)/cellvm-gateway $(B)/cellvm-launch
 kernelspecs: $(KERNELSPECS)
 
 $(B)/obj/%.o: %.c | $(DEPS_STAMP)
@@ -71,6 +71,11 @@ $(B)/cellvm-kernel: $(B)/obj/kernel/main.o $(KN_OBJ)
 $(B)/cellvm-gateway: $(B)/obj/gateway/main.o $(GW_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS) -ljansson
 
+# Small on purpose (no libzmq): it listens before the gateway loads (gw_listen.h).
+$(B)/cellvm-launch: $(B)/obj/gateway/launch.o $(B)/obj/gateway/gw_conn.o \
+                    $(B)/obj/gateway/gw_hmac.o $(B)/obj/gateway/gw_listen.o
+	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lcrypto
+
 $(B)/tests/test_kn_%: tests/unit/test_kn_%.c $(KN_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(PY_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PY_LIBS) -ljansson -lcrypto -lcmocka
@@ -79,7 +84,7 @@ $(B)/tests/test_gw_%: tests/unit/test_gw_%.c $(GW_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(GW_LIBS) -ljansson -lcmocka
 
-$(B)/share/jupyter/kernels/%/kernel.json: scripts/kernelspec.sh Makefile | $(B)/cellvm-gateway
+$(B)/share/jupyter/kernels/%/kernel.json: scripts/kernelspec.sh Makefile | $(B)/cellvm-gateway $(B)/cellvm-launch
 	CELLVM_IMAGE_DIR=$(abspath build/image) bash scripts/kernelspec.sh $* $(abspath $(B)) $@
 
 unit: $(KN_TESTS) $(GW_TESTS)
@@ -134,7 +139,7 @@ run: all template
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 755 $(B)/cellvm-kernel $(B)/cellvm-gateway $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(B)/cellvm-kernel $(B)/cellvm-gateway $(B)/cellvm-launch $(DESTDIR)$(PREFIX)/bin/
 	if [ -d build/image ]; then install -d $(DESTDIR)$(PREFIX)/share/cellvm/image && \
 	  cp --sparse=always -L build/image/* $(DESTDIR)$(PREFIX)/share/cellvm/image/; fi
 	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm/kernel.json bin

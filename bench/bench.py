@@ -51,17 +51,21 @@ def pct(values, p):
     return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
-def pss_kib(pid):
-    """PSS of a process and all its descendants, from smaps_rollup."""
+def pss_kib(pid, fields=("Pss:",)):
+    """PSS (or other smaps_rollup fields, summed) of a process and all its
+    descendants."""
     total = 0
     for p in [pid] + descendants(pid):
         try:
             for line in open(f"/proc/{p}/smaps_rollup"):
-                if line.startswith("Pss:"):
+                if line.startswith(fields):
                     total += int(line.split()[1])
         except OSError:
             pass
     return total
+
+
+PRIVATE = ("Private_Clean:", "Private_Dirty:")
 
 
 def descendants(pid):
@@ -254,9 +258,10 @@ def first_kernel_info(kc, timeout=180):
 
 
 def time_starts(name, n, between=None, probe=False):
-    """Client-side start-to-ready, and where it went, from the gateway's log.
+    """Client-side start-to-ready, and where it went, from the gateway's log;
+    then the first cell's round trip (a restored guest's code is cold).
     probe: to the first kernel_info_reply instead of wait_for_ready."""
-    times, inner, gw_ready, client_over = [], [], [], []
+    times, inner, gw_ready, client_over, first_cell = [], [], [], [], []
     for _ in range(n):
         if between:
             between()
@@ -271,6 +276,8 @@ def time_starts(name, n, between=None, probe=False):
             else:
                 kc.wait_for_ready(timeout=180)
             dt = time.perf_counter() - t0
+            if not probe:
+                first_cell.append(run_cell(kc, "x = 1")[0])
             stop(km, kc)
             text = pathlib.Path(log.name).read_text()
         times.append(dt)
@@ -282,7 +289,7 @@ def time_starts(name, n, between=None, probe=False):
             gw_ready.append(ready - first)      # gateway up .. kernel hello
             client_over.append(dt - (ready - first))
     return times, {"vm_start_s": inner, "gateway_to_kernel_ready_s": gw_ready,
-                   "client_overhead_s": client_over}
+                   "client_overhead_s": client_over, "first_cell_s": first_cell}
 
 
 def idle_pss(name, n):
@@ -296,7 +303,7 @@ def idle_pss(name, n):
         for km, _, _ in held:
             gw = km.provisioner.process.pid
             vm = sum(pss_kib(p) for p in children(gw))      # QEMU and what it started
-            out.append((pss_kib(gw) / 1024, vm / 1024))
+            out.append((pss_kib(gw) / 1024, vm / 1024, pss_kib(gw, PRIVATE) / 1024))
         return out
     finally:
         for km, kc, _ in held:
@@ -333,10 +340,11 @@ def bench_start_paths():
     restored = idle_pss("cellvm-bench-restore", IDLE_SESSIONS)
     cold = idle_pss("cellvm-bench-cold", 2)
     for k, v in (("restored", restored), ("cold", cold)):
-        per = statistics.median(t for t, _ in v)
+        per = statistics.median(t for t, _, _ in v)
         res[f"idle_pss_{k}"] = {"per_session_MiB": per,
-                                "vm_only_MiB": statistics.median(q for _, q in v),
-                                "all_MiB": [t for t, _ in v], "sessions_held": len(v),
+                                "vm_only_MiB": statistics.median(q for _, q, _ in v),
+                                "private_MiB": statistics.median(p for _, _, p in v),
+                                "all_MiB": [t for t, _, _ in v], "sessions_held": len(v),
                                 f"sessions_in_{BUDGET_GIB}GiB": int(BUDGET_GIB * 1024 // per)}
     return res
 
@@ -344,24 +352,26 @@ def bench_start_paths():
 def print_start_paths(res):
     print("start path | client start_kernel..wait_for_ready p50 / p95 s | n"
           " | VM start in gateway p50 / p95 s | gateway up..kernel hello p50 s"
-          " | client's own share p50 s")
-    print("--- | --- | --- | --- | --- | ---")
+          " | client's own share p50 s | first cell after ready p50 s")
+    print("--- | --- | --- | --- | --- | --- | ---")
     for k in ("cold boot", "restore", "restore, first kernel_info_reply", "pool hand-out",
               "pool hand-out, first kernel_info_reply"):
         r = res[k]
         vm = r["vm_start_s"]
         vm_txt = f"{vm['p50_s']:.3f} / {vm['p95_s']:.3f}" if vm["n"] else "-"
+        fc = r["first_cell_s"]
+        fc_txt = f"{fc['p50_s']:.3f}" if fc["n"] else "-"
         print(f"{k} | {r['p50_s']:.3f} / {r['p95_s']:.3f} | {r['n']} | {vm_txt}"
               f" | {r['gateway_to_kernel_ready_s']['p50_s']:.3f}"
-              f" | {r['client_overhead_s']['p50_s']:.3f}")
+              f" | {r['client_overhead_s']['p50_s']:.3f} | {fc_txt}")
     print()
     print(f"idle session (held at once) | PSS MiB gateway+QEMU (median) | QEMU only"
-          f" | sessions in {BUDGET_GIB} GiB")
-    print("--- | --- | --- | ---")
+          f" | private MiB (not shared with other clones) | sessions in {BUDGET_GIB} GiB")
+    print("--- | --- | --- | --- | ---")
     for k in ("restored", "cold"):
         r = res[f"idle_pss_{k}"]
         print(f"{k} ({r['sessions_held']}) | {r['per_session_MiB']:.1f} | {r['vm_only_MiB']:.1f}"
-              f" | {r[f'sessions_in_{BUDGET_GIB}GiB']}")
+              f" | {r['private_MiB']:.1f} | {r[f'sessions_in_{BUDGET_GIB}GiB']}")
     print()
 
 

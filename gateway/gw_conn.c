@@ -28,6 +28,7 @@ struct _gw_conn_t {
     int ports [GW_PORT_COUNT];                  //  indexed by gw_port_t
     uint8_t *key;                               //  key bytes, wiped on destroy
     size_t keylen;
+    int listen_fds [GW_PORT_COUNT];             //  pre-bound (gw_listen), -1: none
 };
 
 static const char *s_port_names [GW_PORT_COUNT] = {
@@ -189,6 +190,8 @@ gw_conn_load (const char *path, char *err, size_t errlen)
     self = calloc (1, sizeof *self);
     if (!self)
         abort ();
+    for (int i = 0; i < GW_PORT_COUNT; i++)
+        self->listen_fds [i] = -1;
     if (s_validate (self, root, path, err, errlen) < 0)
         goto fail;
     json_decref (root);
@@ -250,3 +253,17 @@ gw_conn_key (const gw_conn_t *self, size_t *len_p)
 const char *gw_conn_scheme (const gw_conn_t *self) { assert (self); return self->scheme; }
 const char *gw_conn_transport (const gw_conn_t *self) { assert (self); return self->transport; }
 const char *gw_conn_ip (const gw_conn_t *self) { assert (self); return self->ip; }
+
+void
+gw_conn_set_listen_fds (gw_conn_t *self, const int fds [GW_PORT_COUNT])
+{
+    assert (self && fds);
+    memcpy (self->listen_fds, fds, sizeof self->listen_fds);
+}
+
+int
+gw_conn_listen_fd (const gw_conn_t *self, gw_port_t which)
+{
+    assert (self);
+    return (unsigned) which < GW_PORT_COUNT ? self->listen_fds [which] : -1;
+}

@@ -45,4 +45,9 @@ const char *gw_conn_ip (const gw_conn_t *self);
 //  Name of a port as in the file ("shell_port"...); NULL for a bad which.
 const char *gw_conn_port_name (gw_port_t which);
 
+//  Listening sockets made for these ports before we ran (gw_listen); the
+//  server adopts them instead of binding. -1 each until set.
+void gw_conn_set_listen_fds (gw_conn_t *self, const int fds [GW_PORT_COUNT]);
+int gw_conn_listen_fd (const gw_conn_t *self, gw_port_t which);
+
 #endif

@@ -43,13 +43,21 @@ s_serve (zsock_t *pipe, zsock_t *sock)
     zpoller_destroy (&poller);
 }
 
+typedef struct {
+    const char *endpoint;
+    int listen_fd;
+} s_args_t;
+
 static void
-s_actor (zsock_t *pipe, void *args)
+s_actor (zsock_t *pipe, void *arg)
 {
-    const char *endpoint = (const char *) args;
+    const s_args_t *args = arg;
+    const char *endpoint = args->endpoint;
     zsock_t *sock = zsock_new (ZMQ_ROUTER);
     assert (sock);
     zsock_set_linger (sock, 0);
+    if (args->listen_fd >= 0)
+        zsock_set_use_fd (sock, args->listen_fd);
     int rc = zsock_bind (sock, "%s", endpoint);
     char report [300];
     if (rc < 0) {
@@ -66,13 +74,14 @@ s_actor (zsock_t *pipe, void *args)
 }
 
 gw_heartbeat_t *
-gw_heartbeat_new (const char *endpoint, char *err, size_t errlen)
+gw_heartbeat_new (const char *endpoint, int listen_fd, char *err, size_t errlen)
 {
     assert (endpoint && err);
     gw_heartbeat_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
-    self->actor = zactor_new (s_actor, (void *) endpoint);
+    s_args_t args = { endpoint, listen_fd };    //  read before the actor reports
+    self->actor = zactor_new (s_actor, &args);
     char *report = self->actor ? zstr_recv (self->actor) : NULL;
     if (!report || !streq (report, "OK")) {
         snprintf (err, errlen, "%s", report ? report : "cannot start the heartbeat thread");

@@ -12,9 +12,11 @@
 
 typedef struct _gw_heartbeat_t gw_heartbeat_t;
 
-//  Bind endpoint (tcp://IP:PORT or ipc://PATH) and start echoing. NULL with
-//  a reason in err when the bind fails.
-gw_heartbeat_t *gw_heartbeat_new (const char *endpoint, char *err, size_t errlen);
+//  Bind endpoint (tcp://IP:PORT or ipc://PATH), adopting listen_fd when it
+//  is not -1 (gw_listen), and start echoing. NULL with a reason in err when
+//  the bind fails.
+gw_heartbeat_t *gw_heartbeat_new (const char *endpoint, int listen_fd, char *err,
+                                  size_t errlen);
 
 //  Stop the thread and close the socket; nulls *self_p. NULL-safe.
 void gw_heartbeat_destroy (gw_heartbeat_t **self_p);

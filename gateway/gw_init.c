@@ -214,17 +214,14 @@ s_keep (gw_init_t *self, kn_msg_t **msg_p)
 }
 
 int
-gw_init_call (gw_init_t *self, const char *msg_type, json_t **content_p,
-              const uint8_t *buf, size_t buflen, int timeout_ms, kn_msg_t **reply_p)
+gw_init_wait (gw_init_t *self, const char *id, int timeout_ms, kn_msg_t **reply_p)
 {
-    assert (self && reply_p);
-    char id [37];
+    assert (self && id && reply_p);
     *reply_p = NULL;
-    int rc = gw_init_send (self, msg_type, content_p, buf, buflen, id);
     int64_t deadline = zclock_mono () + timeout_ms;
-    while (rc == 0) {
+    while (true) {
         kn_msg_t *msg = NULL;
-        rc = s_read_one (self, &msg);
+        int rc = s_read_one (self, &msg);
         if (rc == 0) {
             const char *pid = json_string_value (json_object_get (kn_msg_parent (msg), "msg_id"));
             if (pid && strcmp (pid, id) == 0) {
@@ -239,7 +236,16 @@ gw_init_call (gw_init_t *self, const char *msg_type, json_t **content_p,
             return rc == -EAGAIN ? -ETIMEDOUT : rc;
         struct pollfd pf = { self->fd, POLLIN, 0 };
         poll (&pf, 1, (int) left);
-        rc = 0;
     }
-    return rc;
+}
+
+int
+gw_init_call (gw_init_t *self, const char *msg_type, json_t **content_p,
+              const uint8_t *buf, size_t buflen, int timeout_ms, kn_msg_t **reply_p)
+{
+    assert (self && reply_p);
+    char id [37];
+    *reply_p = NULL;
+    int rc = gw_init_send (self, msg_type, content_p, buf, buflen, id);
+    return rc < 0 ? rc : gw_init_wait (self, id, timeout_ms, reply_p);
 }

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <time.h>
@@ -137,6 +139,36 @@ s_remove_at (int parent, const char *name, int depth)
             s_remove_at (dirfd (dir), de->d_name, depth + 1);
     closedir (dir);
     return unlinkat (parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -errno;
+}
+
+int
+gw_rundir_remove_tree (const char *path)
+{
+    assert (path);
+    return s_remove_at (AT_FDCWD, path, 0);
+}
+
+int
+gw_rundir_copy (const char *src, const char *dst, bool durable)
+{
+    assert (src && dst);
+    int in = open (src, O_RDONLY | O_CLOEXEC), rc = 0;
+    int out = open (dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (in < 0 || out < 0)
+        rc = -errno;
+    if (rc == 0 && ioctl (out, FICLONE, in) < 0) {
+        ssize_t n = 1;
+        while (rc == 0 && n > 0)
+            if ((n = copy_file_range (in, NULL, out, NULL, 1 << 30, 0)) < 0)
+                rc = -errno;
+    }
+    if (in >= 0)
+        close (in);
+    if (out >= 0 && ((durable && fsync (out) < 0) || close (out) < 0) && rc == 0)
+        rc = -EIO;
+    if (rc < 0 && out >= 0)
+        unlink (dst);
+    return rc;
 }
 
 //  --------------------------------------------------------------------------

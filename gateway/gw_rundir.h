@@ -13,6 +13,8 @@
 #ifndef GW_RUNDIR_H
 #define GW_RUNDIR_H
 
+#include <stdbool.h>
+
 #include <stddef.h>
 
 typedef struct _gw_rundir_t gw_rundir_t;
@@ -43,6 +45,14 @@ int gw_rundir_write (const gw_rundir_t *self, const char *name, const char *text
 //  that directory). Returns the number removed, or -errno when base cannot
 //  be read (-ENOENT: nothing to do).
 int gw_rundir_sweep (const char *base);
+
+//  Delete path and everything under it, following no symlinks. 0 or -errno.
+int gw_rundir_remove_tree (const char *path);
+
+//  Copy src to dst (created 0600, replaced if there, not through a
+//  symlink): a reflink where the filesystem has them, else copy_file_range.
+//  durable: fsync before returning. 0, or -errno with dst removed.
+int gw_rundir_copy (const char *src, const char *dst, bool durable);
 
 //  Pure: the start time (field 22) from the text of /proc/PID/stat.
 //  0 or -EINVAL.

@@ -249,6 +249,8 @@ s_bind (gw_server_t *self, kn_channel_t ch, const gw_conn_t *conn, size_t max_ms
         size_t cut = max_msg < (size_t) INT_MAX / 2 ? 2 * max_msg + 65536 : (size_t) INT_MAX;
         zsock_set_maxmsgsize (sock, (int) cut);
     }
+    if (gw_conn_listen_fd (conn, ports [ch]) >= 0)
+        zsock_set_use_fd (sock, gw_conn_listen_fd (conn, ports [ch]));
     if (zsock_bind (sock, "%s", endpoint) < 0) {
         snprintf (err, errlen, "cannot bind %s on %s: %s", kn_channel_name (ch), endpoint,
                   zmq_strerror (zmq_errno ()));
@@ -271,7 +273,7 @@ s_bind_all (gw_server_t *self, const gw_conn_t *conn, size_t max_msg, char *err,
         snprintf (err, errlen, "cannot form the hb endpoint");
         return -EINVAL;
     }
-    self->hb = gw_heartbeat_new (endpoint, err, errlen);
+    self->hb = gw_heartbeat_new (endpoint, gw_conn_listen_fd (conn, GW_PORT_HB), err, errlen);
     return self->hb ? 0 : -EADDRINUSE;
 }
 
@@ -315,10 +317,11 @@ gw_server_new (const gw_conn_t *conn, gw_backend_t **backend_p, const gw_session
     self->session = gw_session_new (backend_p, opts, s_emit, self);
     s_setup_loop (self);
     gw_log (GW_LOG_INFO, "gateway.listening", "transport=%s ip=%s shell=%d iopub=%d stdin=%d "
-            "control=%d hb=%d signed=%s", gw_conn_transport (conn), gw_conn_ip (conn),
-            gw_conn_port (conn, GW_PORT_SHELL), gw_conn_port (conn, GW_PORT_IOPUB),
-            gw_conn_port (conn, GW_PORT_STDIN), gw_conn_port (conn, GW_PORT_CONTROL),
-            gw_conn_port (conn, GW_PORT_HB), keylen ? "yes" : "no");
+            "control=%d hb=%d signed=%s prebound=%s", gw_conn_transport (conn),
+            gw_conn_ip (conn), gw_conn_port (conn, GW_PORT_SHELL),
+            gw_conn_port (conn, GW_PORT_IOPUB), gw_conn_port (conn, GW_PORT_STDIN),
+            gw_conn_port (conn, GW_PORT_CONTROL), gw_conn_port (conn, GW_PORT_HB),
+            keylen ? "yes" : "no", gw_conn_listen_fd (conn, GW_PORT_SHELL) >= 0 ? "yes" : "no");
     return self;
 fail:
     gw_backend_destroy (backend_p);

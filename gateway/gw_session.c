@@ -155,6 +155,20 @@ s_relay (gw_session_t *self, const kn_msg_t *kmsg, const gw_frames_t *ids, const
     kn_msg_destroy (&out);
 }
 
+//  A kernel_info_reply must parse even when it reports a failure: clients
+//  read protocol_version and language_info before they look at status.
+static void
+s_info_fields (json_t *content, const char *text)
+{
+    json_t *info = json_pack ("{s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:s, s:[]}",
+                              "protocol_version", "5.3", "implementation", "cellvm",
+                              "implementation_version", "0", "language_info", "name", "python",
+                              "mimetype", "text/x-python", "file_extension", ".py",
+                              "banner", text, "help_links");
+    json_object_update_missing (content, info);
+    json_decref (info);
+}
+
 //  Close a request the kernel will never answer: busy (if not yet sent),
 //  optionally an iopub error, an error reply, idle. Removes it.
 static void
@@ -172,6 +186,8 @@ s_fail_request (gw_session_t *self, gw_req_t *req, const char *ename, const char
                                      "evalue", text, "traceback", tb);
         if (req->execute)
             json_object_set_new (content, "execution_count", json_integer (self->exec_count));
+        if (strcmp (req->reply_type, "kernel_info_reply") == 0)
+            s_info_fields (content, text);
         s_emit_new (self, req->channel, req->ids, req->reply_type, req->header, content);
     }
     json_decref (tb);

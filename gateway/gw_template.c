@@ -1,5 +1,6 @@
 /*  gw_template - snapshot templates (see gw_template.h, docs/snapshots.md). */
 #include "gw_template.h"
+#include "gw_rundir.h"
 #include "gw_chan.h"
 #include "gw_log.h"
 #include "gw_qmp.h"
@@ -44,6 +45,7 @@
 struct _gw_template_t {
     char path [PATH_MAX];           //  BASE/<key>
     char ram [PATH_MAX + 8], state [PATH_MAX + 8], disk [PATH_MAX + 24];
+    char layer [PATH_MAX + 16];     //  a pristine clone layer over disk, "" if none
     unsigned tsc_khz;               //  the template's, so the clone's -append matches
 };
 
@@ -72,21 +74,6 @@ s_mkdirs (const char *path)
 }
 
 //  rm -rf without following symlinks (a template dir holds only files).
-static void
-s_remove_tree (const char *path)
-{
-    DIR *d = opendir (path);
-    struct dirent *de;
-    while (d && (de = readdir (d))) {
-        if (!strcmp (de->d_name, ".") || !strcmp (de->d_name, ".."))
-            continue;
-        unlinkat (dirfd (d), de->d_name, 0);
-    }
-    if (d)
-        closedir (d);
-    rmdir (path);
-}
-
 //  ==========================================================================
 //  The key.
 
@@ -205,6 +192,24 @@ s_set_paths (gw_template_t *self, const char *dir)
     snprintf (self->ram, sizeof self->ram, "%s/ram", dir);
     snprintf (self->state, sizeof self->state, "%s/state", dir);
     snprintf (self->disk, sizeof self->disk, "%s/workspace.qcow2", dir);
+    snprintf (self->layer, sizeof self->layer, "%s/layer.qcow2", dir);
+}
+
+//  Keep self->layer only if it looks like a qcow2 (else qemu-img makes each
+//  clone's layer, as before there were seeds).
+static void
+s_check_layer (gw_template_t *self)
+{
+    char magic [4] = "";
+    int fd = open (self->layer, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    bool ok = fd >= 0 && read (fd, magic, 4) == 4 && memcmp (magic, "QFI\xfb", 4) == 0;
+    if (fd >= 0)
+        close (fd);
+    if (!ok && fd >= 0)
+        gw_log (GW_LOG_WARN, "template.layer_ignored", "path=%s reason=\"not a qcow2\"",
+                self->layer);
+    if (!ok)
+        self->layer [0] = '\0';
 }
 
 //  Why the template in self->path cannot be used, or NULL when it can.
@@ -260,9 +265,13 @@ gw_template_open (const char *base, const gw_vm_config_t *cfg, int *rc_p, char *
         *rc_p = -ESTALE;
         snprintf (err, errlen, "template %s is corrupt (%s); deleted", dir, why);
         gw_log (GW_LOG_WARN, "template.corrupt", "dir=%s reason=\"%s\"", dir, why);
-        s_remove_tree (dir);
+        gw_rundir_remove_tree (dir);
         goto fail;
     }
+    s_check_layer (self);
+    char meta [PATH_MAX + 16];
+    snprintf (meta, sizeof meta, "%s/meta.json", dir);
+    utimensat (AT_FDCWD, meta, NULL, 0);        //  "last used", for gw_tplsweep
     *rc_p = 0;
     return self;
 fail:
@@ -360,29 +369,42 @@ s_qmp_connect (gw_vm_t *vm, int timeout_ms, char *err, size_t errlen)
     return qmp;
 }
 
-//  Init's hello, repeated until answered (a hello sent before init opened
-//  its port is lost). extra: more content (time), buf: entropy or NULL.
+static int
+s_init_hello_send (gw_init_t *init, const json_t *extra, const uint8_t *buf, size_t len,
+                   char id [37])
+{
+    json_t *c = json_pack ("{s:s, s:i, s:s}", "protocol", "cellvm-init", "version", 1,
+                           "role", "driver");
+    if (extra)
+        json_object_update (c, (json_t *) extra);
+    return gw_init_send (init, "hello", &c, buf, len, id);
+}
+
+//  Init's hello, repeated every 250 ms until answered (a hello sent before
+//  init opened its port is lost). extra: more content (time), buf: entropy
+//  or NULL. id: a hello already sent, or "" to send the first one here.
 static int
 s_init_hello (gw_init_t *init, const json_t *extra, const uint8_t *buf, size_t len,
-              int64_t deadline, json_t **reply_p)
+              int64_t deadline, char id [37], json_t **reply_p)
 {
-    int rc = -ETIMEDOUT;
-    while (rc < 0 && zclock_mono () < deadline) {
-        json_t *c = json_pack ("{s:s, s:i, s:s}", "protocol", "cellvm-init", "version", 1,
-                               "role", "driver");
-        if (extra)
-            json_object_update (c, (json_t *) extra);
+    int rc = id [0] ? 0 : s_init_hello_send (init, extra, buf, len, id);
+    while (rc == 0) {
         kn_msg_t *reply = NULL;
-        rc = gw_init_call (init, "hello", &c, buf, len, 250, &reply);
-        if (rc == -EPIPE || rc == -EPROTO)
-            return rc;
+        rc = gw_init_wait (init, id, 250, &reply);
         const char *role = rc == 0 ? json_string_value (json_object_get (
             kn_msg_content (reply), "role")) : NULL;
-        if (rc == 0 && (!role || strcmp (role, "init")))
-            rc = -EPROTO;                       //  not init's hello: keep asking
-        if (rc == 0 && reply_p)
-            *reply_p = json_deep_copy (kn_msg_content (reply));
-        kn_msg_destroy (&reply);
+        if (rc == 0 && role && strcmp (role, "init") == 0) {
+            if (reply_p)
+                *reply_p = json_deep_copy (kn_msg_content (reply));
+            kn_msg_destroy (&reply);
+            return 0;
+        }
+        kn_msg_destroy (&reply);                //  not init's hello: keep asking
+        if (rc == -EPIPE || rc == -EPROTO)
+            return rc;
+        if (zclock_mono () >= deadline)
+            return -ETIMEDOUT;
+        rc = s_init_hello_send (init, extra, buf, len, id);
     }
     return rc;
 }
@@ -456,30 +478,12 @@ s_kernel_hello (gw_chan_t *chan, const char *entropy_b64, int64_t deadline)
 //  ==========================================================================
 //  Building.
 
+//  The kernel runs code as a silent cell (no history, no output, no count)
+//  and goes idle: no partial frame is left on the channel.
 static int
-s_copy_file (const char *src, const char *dst)
+s_silent_cell (gw_chan_t *chan, const char *code, int64_t deadline, char *err, size_t errlen)
 {
-    int in = open (src, O_RDONLY | O_CLOEXEC), rc = 0;
-    int out = open (dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (in < 0 || out < 0)
-        rc = -errno;
-    ssize_t n = 1;
-    while (rc == 0 && n > 0)
-        if ((n = copy_file_range (in, NULL, out, NULL, 1 << 30, 0)) < 0)
-            rc = -errno;
-    if (in >= 0)
-        close (in);
-    if (out >= 0 && (fsync (out) < 0 || close (out) < 0) && rc == 0)
-        rc = -EIO;
-    return rc;
-}
-
-//  The kernel runs the warm-up imports as a silent cell (no history, no
-//  output) and goes idle: no partial frame is left on the channel.
-static int
-s_warm_up (gw_chan_t *chan, int64_t deadline, char *err, size_t errlen)
-{
-    json_t *c = json_pack ("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", S_WARMUP, "silent", 1,
+    json_t *c = json_pack ("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", 1,
                            "store_history", 0, "user_expressions", "allow_stdin", 0,
                            "stop_on_error", 1);
     kn_msg_t *req = kn_msg_new (KN_CH_SHELL, "execute_request", NULL, &c, "template");
@@ -514,7 +518,8 @@ s_boot_warm (gw_vm_t *vm, gw_init_t **init_p, gw_chan_t **chan_p, char *err, siz
     int fd = -1, rc = gw_vm_wait_port (vm, "init", 10000, &fd);
     if (rc == 0) {
         *init_p = gw_init_new (fd, KN_FRAME_MAX_DEFAULT);
-        rc = s_init_hello (*init_p, NULL, NULL, 0, deadline, NULL);
+        char id [37] = "";
+        rc = s_init_hello (*init_p, NULL, NULL, 0, deadline, id, NULL);
     }
     if (rc == 0)
         rc = gw_vm_wait_port (vm, "kernel", 10000, &fd);
@@ -529,7 +534,7 @@ s_boot_warm (gw_vm_t *vm, gw_init_t **init_p, gw_chan_t **chan_p, char *err, siz
         return rc;
     }
     gw_log (GW_LOG_INFO, "template.kernel_ready", "pid=%d", gw_vm_pid (vm));
-    return s_warm_up (*chan_p, deadline, err, errlen);
+    return s_silent_cell (*chan_p, S_WARMUP, deadline, err, errlen);
 }
 
 //  Stop the template, save its state into dir/state, copy its disk.
@@ -548,7 +553,7 @@ s_save (gw_vm_t *vm, const char *dir, char *err, size_t errlen)
         rc = s_wait_migration (qmp, zclock_mono () + 60000, err, errlen);
     snprintf (path, sizeof path, "%s/workspace.qcow2", gw_vm_run_dir (vm));
     snprintf (disk, sizeof disk, "%s/workspace.qcow2", dir);
-    if (rc == 0 && (rc = s_copy_file (path, disk)) < 0)
+    if (rc == 0 && (rc = gw_rundir_copy (path, disk, true)) < 0)
         snprintf (err, errlen, "copy %s: %s", path, strerror (-rc));
     gw_qmp_destroy (&qmp);
     return rc;
@@ -574,11 +579,14 @@ s_write_meta (const char *dir, const char *key, const gw_vm_config_t *cfg, unsig
     return rc;
 }
 
-//  Boot, warm up and save into tmp.
+//  Boot, warm up and save into tmp, which becomes dir.
 static int
-s_build_into (const char *tmp, const char *key, const gw_vm_config_t *cfg, char *err,
-              size_t errlen)
+s_build_into (const char *tmp, const char *dir, const char *key, const gw_vm_config_t *cfg,
+              char *err, size_t errlen)
 {
+    char layer [PATH_MAX + 32], backing [PATH_MAX + 24];
+    snprintf (layer, sizeof layer, "%s/layer.qcow2", tmp);
+    snprintf (backing, sizeof backing, "%s/workspace.qcow2", dir);
     int64_t t0 = zclock_mono ();
     char ram [PATH_MAX + 32];
     snprintf (ram, sizeof ram, "%s/ram", tmp);
@@ -587,6 +595,7 @@ s_build_into (const char *tmp, const char *key, const gw_vm_config_t *cfg, char 
     c.mem_share = true;
     c.incoming_defer = false;
     c.disk_backing = NULL;
+    c.disk_seed = NULL;
     gw_init_t *init = NULL;
     gw_chan_t *chan = NULL;
     gw_vm_t *vm = gw_vm_new (&c, err, errlen);
@@ -595,6 +604,8 @@ s_build_into (const char *tmp, const char *key, const gw_vm_config_t *cfg, char 
         rc = s_boot_warm (vm, &init, &chan, err, errlen);
     if (rc == 0)
         rc = s_save (vm, tmp, err, errlen);
+    if (rc == 0)
+        rc = gw_vm_make_layer (vm, layer, backing, err, errlen);
     if (rc == 0)
         rc = s_write_meta (tmp, key, &c, c.tsc_khz ? c.tsc_khz : gw_accel_tsc_khz (),
                            zclock_mono () - t0);
@@ -624,10 +635,10 @@ gw_template_build (const char *base, const gw_vm_config_t *cfg, char *err, size_
     }
     gw_log (GW_LOG_INFO, "template.building", "dir=%s", dir);
     int64_t t0 = zclock_mono ();
-    s_remove_tree (tmp);                        //  a build that died half way
-    if ((rc = s_mkdirs (tmp)) < 0 || (rc = s_build_into (tmp, key, cfg, err, errlen)) < 0)
+    gw_rundir_remove_tree (tmp);                        //  a build that died half way
+    if ((rc = s_mkdirs (tmp)) < 0 || (rc = s_build_into (tmp, dir, key, cfg, err, errlen)) < 0)
         goto fail;
-    s_remove_tree (dir);
+    gw_rundir_remove_tree (dir);
     if (rename (tmp, dir) < 0) {
         rc = -errno;
         goto fail;
@@ -637,7 +648,7 @@ gw_template_build (const char *base, const gw_vm_config_t *cfg, char *err, size_
     return 0;
 fail:
     if (rc != -EBUSY && lock_fd >= 0)
-        s_remove_tree (tmp);
+        gw_rundir_remove_tree (tmp);
     if (lock_fd >= 0)
         close (lock_fd);
     if (!err [0])
@@ -691,6 +702,7 @@ gw_template_restore (gw_template_t *self, const gw_vm_config_t *cfg, int timeout
     c.mem_share = false;                        //  copy-on-write
     c.incoming_defer = true;
     c.disk_backing = self->disk;
+    c.disk_seed = self->layer [0] ? self->layer : NULL;
     if (self->tsc_khz)
         c.tsc_khz = self->tsc_khz;              //  the template's -append, exactly
     gw_qmp_t *qmp = NULL;
@@ -726,18 +738,29 @@ s_random (uint8_t *buf, size_t n)
     return 0;
 }
 
-static int
-s_reseed_init (gw_init_t *init, int64_t deadline, char *err, size_t errlen)
-{
+//  Init's reseed: a hello carrying entropy and the host's clock, sent first
+//  and answered while the kernel's hello goes on (the guest does both).
+typedef struct {
     uint8_t pool [64];
+    json_t *extra;                  //  {"time": host clock}
+    char id [37];                   //  the hello in flight
+} s_reseed_t;
+
+static int
+s_reseed_init_send (gw_init_t *init, s_reseed_t *r)
+{
     struct timespec now;
     clock_gettime (CLOCK_REALTIME, &now);
-    json_t *extra = json_pack ("{s:f}", "time", (double) now.tv_sec + now.tv_nsec / 1e9);
+    r->extra = json_pack ("{s:f}", "time", (double) now.tv_sec + now.tv_nsec / 1e9);
+    int rc = s_random (r->pool, sizeof r->pool);
+    return rc < 0 ? rc : s_init_hello_send (init, r->extra, r->pool, sizeof r->pool, r->id);
+}
+
+static int
+s_reseed_init_wait (gw_init_t *init, s_reseed_t *r, int64_t deadline, char *err, size_t errlen)
+{
     json_t *reply = NULL;
-    int rc = s_random (pool, sizeof pool);
-    if (rc == 0)
-        rc = s_init_hello (init, extra, pool, sizeof pool, deadline, &reply);
-    json_decref (extra);
+    int rc = s_init_hello (init, r->extra, r->pool, sizeof r->pool, deadline, r->id, &reply);
     json_int_t credited = json_integer_value (json_object_get (reply, "entropy_bytes"));
     if (rc == 0 && credited <= 0)
         rc = -EPROTO;
@@ -780,17 +803,21 @@ gw_template_reseed (gw_vm_t *vm, int timeout_ms, gw_init_t **init_p, int *kernel
     int64_t deadline = zclock_mono () + timeout_ms;
     int ifd = -1, kfd = -1;
     gw_init_t *init = NULL;
+    s_reseed_t r = { .extra = NULL };
     int rc = gw_vm_wait_port (vm, "init", timeout_ms, &ifd);
     if (rc == 0) {
         init = gw_init_new (ifd, KN_FRAME_MAX_DEFAULT);
-        rc = s_reseed_init (init, deadline, err, errlen);
+        rc = s_reseed_init_send (init, &r);
     }
-    else
-        snprintf (err, errlen, "init port: %s", strerror (-rc));
+    if (rc < 0)
+        snprintf (err, errlen, "%s: %s", init ? "init hello" : "init port", strerror (-rc));
     if (rc == 0 && (rc = gw_vm_wait_port (vm, "kernel", timeout_ms, &kfd)) < 0)
         snprintf (err, errlen, "kernel port: %s", strerror (-rc));
     if (rc == 0)
         rc = s_reseed_kernel (kfd, deadline, err, errlen);
+    if (rc == 0)
+        rc = s_reseed_init_wait (init, &r, deadline, err, errlen);
+    json_decref (r.extra);
     if (rc < 0)
         goto fail;
     *init_p = init;
@@ -800,5 +827,41 @@ fail:
     gw_init_destroy (&init);
     if (kfd >= 0)
         close (kfd);
+    return rc;
+}
+
+//  A kernel_info round trip (busy, reply, idle) on chan.
+static int
+s_kernel_info (gw_chan_t *chan, int64_t deadline)
+{
+    json_t *c = json_object ();
+    kn_msg_t *req = kn_msg_new (KN_CH_SHELL, "kernel_info_request", NULL, &c, "template");
+    char id [64];
+    snprintf (id, sizeof id, "%s", kn_msg_id (req));
+    int rc = gw_chan_send (chan, req);
+    kn_msg_destroy (&req);
+    s_wait_t idle = { "status", id, "idle", NULL };
+    if (rc == 0)
+        rc = s_chan_wait (chan, &idle, deadline);
+    json_decref (idle.got);
+    return rc;
+}
+
+int
+gw_template_warm (int kernel_fd, int timeout_ms, char *err, size_t errlen)
+{
+    int64_t deadline = zclock_mono () + timeout_ms;
+    int dup_fd = fcntl (kernel_fd, F_DUPFD_CLOEXEC, 3);
+    if (dup_fd < 0) {
+        snprintf (err, errlen, "dup: %s", strerror (errno));
+        return -errno;
+    }
+    gw_chan_t *chan = gw_chan_new (dup_fd, KN_FRAME_MAX_DEFAULT, KN_FRAME_MAX_DEFAULT, 0);
+    int rc = s_kernel_info (chan, deadline);
+    if (rc < 0)
+        snprintf (err, errlen, "warming the clone: kernel_info: %s", strerror (-rc));
+    else
+        rc = s_silent_cell (chan, "pass", deadline, err, errlen);
+    gw_chan_destroy (&chan);
     return rc;
 }

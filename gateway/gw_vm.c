@@ -37,7 +37,7 @@
 
 //  Indexes of the config's strings, which gw_vm_new copies.
 enum { S_QEMU, S_QEMU_IMG, S_IMAGE_DIR, S_KERNEL, S_INITRD, S_ROOTFS, S_RUN_BASE,
-       S_APPEND, S_CPU, S_MEM_PATH, S_DISK_BACKING, S_NSTR };
+       S_APPEND, S_CPU, S_MEM_PATH, S_DISK_BACKING, S_DISK_SEED, S_NSTR };
 
 struct _gw_vm_t {
     gw_vm_config_t cfg;                         //  resolved; strings point into str
@@ -304,7 +304,7 @@ s_field (gw_vm_config_t *cfg, int i)
     const char **fields [S_NSTR] = {
         &cfg->qemu, &cfg->qemu_img, &cfg->image_dir, &cfg->kernel, &cfg->initrd,
         &cfg->rootfs, &cfg->run_base, &cfg->append, &cfg->cpu, &cfg->mem_path,
-        &cfg->disk_backing
+        &cfg->disk_backing, &cfg->disk_seed
     };
     return fields [i];
 }
@@ -549,22 +549,24 @@ s_fsize_limit (const gw_vm_config_t *cfg)
     return (rlim_t) (disk > ram ? disk : ram);
 }
 
-//  qemu-img create -f qcow2 [-b backing -F qcow2] dir/workspace.qcow2 SIZE
+//  qemu-img create -q -f qcow2 [-u] [-b backing -F qcow2] path SIZE
 static int
-s_create_disk (gw_vm_t *self, s_spawn_t *sp, char *err, size_t errlen)
+s_qemu_img (gw_vm_t *self, s_spawn_t *sp, const char *path, const char *backing, bool unsafe,
+            char *err, size_t errlen)
 {
-    char path [PATH_MAX], size [32];
-    gw_rundir_file (self->dir, S_DISK, path, sizeof path);
+    char size [32];
     snprintf (size, sizeof size, "%llu", (unsigned long long) self->cfg.disk_bytes);
-    char *argv [12] = { (char *) self->cfg.qemu_img, "create", "-q", "-f", "qcow2" };
+    char *argv [14] = { (char *) self->cfg.qemu_img, "create", "-q", "-f", "qcow2" };
     int n = 5;
-    if (self->cfg.disk_backing) {
+    if (unsafe)
+        argv [n++] = "-u";                      //  the backing file is not there yet
+    if (backing) {
         argv [n++] = "-b";
-        argv [n++] = (char *) self->cfg.disk_backing;
+        argv [n++] = (char *) backing;
         argv [n++] = "-F";
         argv [n++] = "qcow2";
     }
-    argv [n++] = path;
+    argv [n++] = (char *) path;
     argv [n++] = size;
     sp->argv = argv;
     pid_t pid = 0;
@@ -586,23 +588,70 @@ s_create_disk (gw_vm_t *self, s_spawn_t *sp, char *err, size_t errlen)
     return rc;
 }
 
+//  The seed's copy, else a new layer from qemu-img.
+static int
+s_create_disk (gw_vm_t *self, s_spawn_t *sp, char *err, size_t errlen)
+{
+    char path [PATH_MAX];
+    gw_rundir_file (self->dir, S_DISK, path, sizeof path);
+    if (self->cfg.disk_seed) {
+        int rc = gw_rundir_copy (self->cfg.disk_seed, path, false);
+        gw_log (rc < 0 ? GW_LOG_WARN : GW_LOG_DEBUG, "vm.disk_copied", "seed=%s rc=%d",
+                self->cfg.disk_seed, rc);
+        if (rc == 0)
+            return 0;
+    }
+    return s_qemu_img (self, sp, path, self->cfg.disk_backing, false, err, errlen);
+}
+
+//  Spawn context for qemu-img and QEMU: logs to the run dir, files capped.
+static int
+s_spawn_open (gw_vm_t *self, s_spawn_t *sp, char *err, size_t errlen)
+{
+    char log_path [PATH_MAX];
+    gw_rundir_file (self->dir, S_QEMU_LOG, log_path, sizeof log_path);
+    *sp = (s_spawn_t) { .cwd = gw_rundir_path (self->dir), .parent = getpid (),
+                        .fsize = s_fsize_limit (&self->cfg) };
+    sp->log_fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    sp->null_fd = open ("/dev/null", O_RDWR | O_CLOEXEC);
+    int rc = sp->log_fd < 0 || sp->null_fd < 0 ? -errno : 0;
+    if (rc < 0)
+        snprintf (err, errlen, "vm: cannot open %s: %s", log_path, strerror (-rc));
+    return rc;
+}
+
+static void
+s_spawn_close (s_spawn_t *sp)
+{
+    if (sp->log_fd >= 0)
+        close (sp->log_fd);
+    if (sp->null_fd >= 0)
+        close (sp->null_fd);
+}
+
+int
+gw_vm_make_layer (gw_vm_t *self, const char *path, const char *backing, char *err,
+                  size_t errlen)
+{
+    assert (self && path && backing && err);
+    s_spawn_t sp;
+    int rc = s_spawn_open (self, &sp, err, errlen);
+    if (rc == 0)
+        rc = s_qemu_img (self, &sp, path, backing, true, err, errlen);
+    s_spawn_close (&sp);
+    return rc;
+}
+
 int
 gw_vm_start (gw_vm_t *self, char *err, size_t errlen)
 {
     assert (self && err);
     if (self->started)
         return -EALREADY;
-    char log_path [PATH_MAX];
-    gw_rundir_file (self->dir, S_QEMU_LOG, log_path, sizeof log_path);
-    s_spawn_t sp = { .cwd = gw_rundir_path (self->dir), .parent = getpid (),
-                     .fsize = s_fsize_limit (&self->cfg) };
-    sp.log_fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-    sp.null_fd = open ("/dev/null", O_RDWR | O_CLOEXEC);
-    int rc = sp.log_fd < 0 || sp.null_fd < 0 ? -errno : 0;
-    if (rc < 0) {
-        snprintf (err, errlen, "vm: cannot open %s: %s", log_path, strerror (-rc));
+    s_spawn_t sp;
+    int rc = s_spawn_open (self, &sp, err, errlen);
+    if (rc < 0)
         goto fail;
-    }
     rc = s_create_disk (self, &sp, err, errlen);
     if (rc < 0)
         goto fail;
@@ -621,10 +670,7 @@ gw_vm_start (gw_vm_t *self, char *err, size_t errlen)
             (int) self->pid, gw_accel_name (self->cfg.accel), self->cfg.mem_mib,
             self->cfg.vcpus, gw_rundir_path (self->dir));
 fail:
-    if (sp.log_fd >= 0)
-        close (sp.log_fd);
-    if (sp.null_fd >= 0)
-        close (sp.null_fd);
+    s_spawn_close (&sp);
     return rc;
 }
 

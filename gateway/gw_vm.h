@@ -55,6 +55,8 @@ typedef struct {
     bool mem_share;                             //  share=on (template) / off (clone, CoW)
     bool incoming_defer;                        //  -incoming defer (restore over QMP)
     const char *disk_backing;                   //  /workspace qcow2 backing file, NULL: blank
+    const char *disk_seed;                      //  a pristine layer to copy instead of
+                                                //  running qemu-img (~30 ms), NULL: none
 } gw_vm_config_t;
 
 //  Defaults: qemu-system-x86_64, qemu-img, accel auto, 512 MiB, 1 vCPU,
@@ -79,9 +81,15 @@ gw_vm_t *gw_vm_new (const gw_vm_config_t *cfg, char *err, size_t errlen);
 //  NULL-safe. Blocks only for the few ms a SIGKILLed QEMU takes to die.
 void gw_vm_destroy (gw_vm_t **self_p);
 
-//  Create the /workspace disk (qemu-img, ~50 ms) and spawn QEMU. Returns
+//  Create the /workspace disk (a copy of disk_seed, else qemu-img, ~30 ms)
+//  and spawn QEMU. Returns
 //  once QEMU has exec'd; -EALREADY if started before. 0 or -errno + err.
 int gw_vm_start (gw_vm_t *self, char *err, size_t errlen);
+
+//  Make a pristine /workspace layer at path over backing (which need not
+//  exist yet), as a disk_seed for later VMs. 0 or -errno + err.
+int gw_vm_make_layer (gw_vm_t *self, const char *path, const char *backing, char *err,
+                      size_t errlen);
 
 //  Connect to a port: "kernel", "init" or "qmp". 0 and a connected,
 //  blocking, close-on-exec fd the caller owns; -EAGAIN while QEMU is not yet

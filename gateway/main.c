@@ -12,8 +12,10 @@
 #include "gw_backend_microvm.h"
 #include "gw_pool.h"
 #include "gw_template.h"
+#include "gw_tplsweep.h"
 #include "gw_rundir.h"
 #include "gw_conn.h"
+#include "gw_listen.h"
 #include "gw_log.h"
 #include "gw_server.h"
 #include "gw_wire.h"
@@ -57,6 +59,7 @@ typedef struct {
     bool build_template;                        //  build the template, then exit
     bool pool_daemon;                           //  run the warm pool daemon
     unsigned pool, pool_budget_mib, pool_idle_s;
+    const char *listen_fds;                     //  from cellvm-launch (gw_listen)
     char **argv;                                //  ours, for the background build
 } s_args_t;
 
@@ -127,6 +130,7 @@ s_parse_option (s_args_t *args, int opt, const char *val)
     char *end = NULL;
     switch (opt) {
         case 'f': args->connection_file = val; return 0;
+        case 'L': args->listen_fds = val; return 0;
         case 'b': args->backend = val; return 0;
         case 'k': args->kernel = val; return 0;
         case 'l': args->log_level = val; return 0;
@@ -210,6 +214,7 @@ s_parse_args (int argc, char **argv, s_args_t *args)
         { "pool-daemon", no_argument, NULL, 'D' },
         { "pool-budget", required_argument, NULL, 'U' },
         { "pool-idle", required_argument, NULL, 'I' },
+        { "listen-fds", required_argument, NULL, 'L' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -434,6 +439,15 @@ s_pool_daemon (const s_args_t *args)
 }
 
 //  --build-template: resolve the accelerator as a session would, build.
+//  Templates superseded by ours, or unused for 30 days, go (gw_tplsweep.h).
+static void
+s_sweep_templates (const char *dir, const gw_vm_config_t *cfg)
+{
+    char key [GW_TEMPLATE_KEY_LEN + 1], err [256];
+    if (gw_template_key (cfg, key, sizeof key, err, sizeof err) == 0)
+        gw_tplsweep (dir, key, GW_TPLSWEEP_IDLE_S);
+}
+
 static int
 s_build_template (const s_args_t *args)
 {
@@ -443,14 +457,17 @@ s_build_template (const s_args_t *args)
     const char *dir = s_template_dir (args);
     int rc = s_resolved (&cfg) < 0 ? -EINVAL : !dir ? -ENAMETOOLONG : 0;
     gw_template_t *t = rc == 0 ? gw_template_open (dir, &cfg, &rc, err, sizeof err) : NULL;
-    if (t) {                                    //  up to date: nothing to do
+    if (t) {                                    //  up to date: nothing to build
         printf ("template %s is up to date\n", gw_template_path (t));
         gw_template_destroy (&t);
+        s_sweep_templates (dir, &cfg);
         return 0;
     }
     err [0] = 0;
     if (rc == -ENOENT || rc == -ESTALE)
         rc = gw_template_build (dir, &cfg, err, sizeof err);
+    if (rc == 0)
+        s_sweep_templates (dir, &cfg);
     if (rc < 0)
         fprintf (stderr, "cellvm-gateway: template build failed: %s\n",
                  err [0] ? err : strerror (-rc));
@@ -507,6 +524,28 @@ s_make_backend (const s_args_t *args, char *err, size_t errlen)
     return backend;
 }
 
+//  --listen-fds from cellvm-launch: sockets already listening on the
+//  connection file's ports, which the server adopts (gw_listen.h).
+static int
+s_adopt_listen_fds (const s_args_t *args, gw_conn_t *conn, char *err, size_t errlen)
+{
+    int fds [GW_PORT_COUNT];
+    if (!args->listen_fds)
+        return 0;
+    if (gw_listen_parse (args->listen_fds, fds) < 0) {
+        snprintf (err, errlen, "--listen-fds wants five fds, as A,B,C,D,E (cellvm-launch "
+                  "passes them)");
+        return -EINVAL;
+    }
+    int rc = gw_listen_check (conn, fds, err, errlen);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < GW_PORT_COUNT; i++)
+        fcntl (fds [i], F_SETFD, FD_CLOEXEC);   //  ours alone, not QEMU's or a kernel's
+    gw_conn_set_listen_fds (conn, fds);
+    return 0;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -532,6 +571,7 @@ main (int argc, char **argv)
         goto fail;
     }
     if (!(conn = gw_conn_load (args.connection_file, err, sizeof err))
+    ||  s_adopt_listen_fds (&args, conn, err, sizeof err) < 0
     ||  !(backend = s_make_backend (&args, err, sizeof err)))
         goto fail;
     char artifacts [PATH_MAX];

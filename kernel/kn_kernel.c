@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #define S_CHANNEL_VERSION 1
+#define S_RESEED_IDLE_MS 150        //  an empty queue this long pays for the reseed
 
 typedef struct s_item_t {
     kn_msg_t *msg;
@@ -32,7 +33,7 @@ struct _kn_kernel_t {
     void *flush_arg;
     pthread_t main_thread, reader;
     pthread_mutex_t lock;           //  guards everything below
-    pthread_cond_t cond;            //  queue, input and closing
+    pthread_cond_t cond;            //  queue, input and closing; CLOCK_MONOTONIC
     s_item_t *head, *tail;          //  shell requests waiting to run
     int closed;                     //  the channel is gone
     json_t *parent;                 //  header of the shell request running
@@ -42,6 +43,7 @@ struct _kn_kernel_t {
     bool input_waiting;
     char *input_value;
     json_int_t last_count;          //  last execute_reply execution_count
+    kn_msg_t *reseed;               //  main thread only: entropy hello not yet applied
 };
 
 kn_kernel_t *
@@ -55,7 +57,11 @@ kn_kernel_new (kn_chan_t *chan, const kn_kernel_config_t *config)
     self->pid = getpid ();
     kn_uuid4 (self->session);
     pthread_mutex_init (&self->lock, NULL);
-    pthread_cond_init (&self->cond, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init (&attr);
+    pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+    pthread_cond_init (&self->cond, &attr);
+    pthread_condattr_destroy (&attr);
     if (config->outdir) {
         self->outdir = strdup (config->outdir);
         self->outfiles = kn_outfiles_new (config->outdir, KN_OUTFILES_CAP);
@@ -81,6 +87,7 @@ kn_kernel_destroy (kn_kernel_t **self_p)
         kn_msg_destroy (&it->msg);
         free (it);
     }
+    kn_msg_destroy (&self->reseed);
     kn_outfiles_destroy (&self->outfiles);
     json_decref (self->info);
     json_decref (self->parent);
@@ -197,6 +204,18 @@ kn_kernel_stream (void *arg, const char *name, const char *text, size_t len)
 //  ---------------------------------------------------------------------------
 //  stdin
 
+//  ms from now on self->cond's clock.
+static struct timespec
+s_deadline (int ms)
+{
+    struct timespec until;
+    clock_gettime (CLOCK_MONOTONIC, &until);
+    until.tv_nsec += (long) ms * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    return until;
+}
+
 int
 kn_kernel_input_begin (kn_kernel_t *self, const char *prompt, bool password)
 {
@@ -218,11 +237,7 @@ kn_kernel_input_begin (kn_kernel_t *self, const char *prompt, bool password)
 int
 kn_kernel_input_wait (kn_kernel_t *self, int timeout_ms, char **value)
 {
-    struct timespec until;
-    clock_gettime (CLOCK_REALTIME, &until);
-    until.tv_nsec += (long) timeout_ms * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
+    struct timespec until = s_deadline (timeout_ms);
     int rc = 0;
     pthread_mutex_lock (&self->lock);
     while (!self->input_value && !self->closed && rc == 0)
@@ -295,8 +310,8 @@ s_on_cellvm (kn_kernel_t *self, kn_msg_t **msg_p)
         _exit (3);
     }
     s_send_hello (self);
-    //  After a snapshot restore the driver sends fresh entropy: reseed Python
-    //  on the main thread before any request queued behind this hello.
+    //  After a snapshot restore the driver sends fresh entropy: the main
+    //  thread reseeds Python before the next request that enters it.
     if (json_is_string (json_object_get (c, "entropy")))
         s_enqueue (self, msg_p);
 }
@@ -479,6 +494,23 @@ s_set_current (kn_kernel_t *self, const kn_msg_t *msg, bool silent, bool executi
     pthread_mutex_unlock (&self->lock);
 }
 
+//  Apply the pending entropy hello, if any: no busy/idle. Deferred from its
+//  arrival so requests answered in C (kernel_info) do not wait ~0.1 s for
+//  cold Python after a restore; executing is false, so no interrupt cuts it.
+static void
+s_reseed (kn_kernel_t *self)
+{
+    if (!self->reseed)
+        return;
+    json_t *r = self->interp.handle (self->interp.ctx, "cellvm_reseed_request",
+                                     kn_msg_content (self->reseed));
+    kn_msg_destroy (&self->reseed);
+    const char *st = json_string_value (json_object_get (r, "status"));
+    kn_log (st && !strcmp (st, "ok") ? KN_LOG_INFO : KN_LOG_ERROR, "kernel.reseed",
+            "status=%s", st ? st : "?");
+    json_decref (r);
+}
+
 //  Run an execute or other interpreter request; returns the reply content.
 //  When stop_on_error applies, *aborted gets the queue as it was then.
 static json_t *
@@ -488,6 +520,7 @@ s_run_interp (kn_kernel_t *self, const kn_msg_t *msg, s_item_t **aborted)
     json_t *content = kn_msg_content (msg);
     bool exec = strcmp (type, "execute_request") == 0;
     bool silent = exec && json_is_true (json_object_get (content, "silent"));
+    s_reseed (self);    //  before any user-influenced Python runs
     if (exec && self->outfiles)
         kn_outfiles_snapshot (self->outfiles);
     s_set_current (self, msg, silent, true);
@@ -519,23 +552,15 @@ s_run_interp (kn_kernel_t *self, const kn_msg_t *msg, s_item_t **aborted)
     return reply;
 }
 
-//  A driver hello carrying entropy, queued by the reader: no busy/idle.
 static void
-s_reseed (kn_kernel_t *self, kn_msg_t *msg)
+s_on_shell (kn_kernel_t *self, kn_msg_t **msg_p)
 {
-    json_t *r = self->interp.handle (self->interp.ctx, "cellvm_reseed_request",
-                                     kn_msg_content (msg));
-    const char *st = json_string_value (json_object_get (r, "status"));
-    kn_log (st && !strcmp (st, "ok") ? KN_LOG_INFO : KN_LOG_ERROR, "kernel.reseed",
-            "status=%s", st ? st : "?");
-    json_decref (r);
-}
-
-static void
-s_on_shell (kn_kernel_t *self, kn_msg_t *msg)
-{
+    kn_msg_t *msg = *msg_p;
     if (kn_msg_channel (msg) == KN_CH_CELLVM) {
-        s_reseed (self, msg);
+        //  An entropy hello: keep it for later; a newer one replaces it.
+        kn_msg_destroy (&self->reseed);
+        self->reseed = msg;
+        *msg_p = NULL;
         return;
     }
     const char *type = kn_msg_type (msg);
@@ -564,6 +589,50 @@ s_on_shell (kn_kernel_t *self, kn_msg_t *msg)
         s_abort_queued (self, aborted);
 }
 
+//  After an idle reseed (so only after a restore): a silent `pass` through
+//  the interpreter, publishing nothing, so that QEMU has translated the cell
+//  path before the first real cell (under TCG that costs ~0.3 s once).
+static void
+s_warm (kn_kernel_t *self)
+{
+    json_t *c = json_pack ("{s:s, s:b, s:b, s:{}, s:b}", "code", "pass", "silent", 1,
+                           "store_history", 0, "user_expressions", "allow_stdin", 0);
+    s_set_current (self, NULL, true, false);
+    json_t *r = self->interp.handle (self->interp.ctx, "execute_request", c);
+    kn_kernel_flush (self);
+    s_set_current (self, NULL, false, false);
+    json_decref (r);
+    json_decref (c);
+}
+
+//  The next shell item, or NULL once the channel closed. A pending reseed
+//  (and a warm-up) runs after S_RESEED_IDLE_MS of an empty queue, so the
+//  first cell does not usually pay for them.
+static s_item_t *
+s_next (kn_kernel_t *self)
+{
+    struct timespec until = s_deadline (S_RESEED_IDLE_MS);
+    pthread_mutex_lock (&self->lock);
+    while (!self->head && !self->closed) {
+        if (!self->reseed) {
+            pthread_cond_wait (&self->cond, &self->lock);
+            continue;
+        }
+        int rc = pthread_cond_timedwait (&self->cond, &self->lock, &until);
+        if (rc != ETIMEDOUT || self->head || self->closed)
+            continue;
+        pthread_mutex_unlock (&self->lock);
+        s_reseed (self);
+        s_warm (self);
+        pthread_mutex_lock (&self->lock);
+    }
+    s_item_t *it = self->head;
+    if (it && !(self->head = it->next))
+        self->tail = NULL;
+    pthread_mutex_unlock (&self->lock);
+    return it;
+}
+
 int
 kn_kernel_run (kn_kernel_t *self)
 {
@@ -583,20 +652,13 @@ kn_kernel_run (kn_kernel_t *self)
         return 1;
     s_send_hello (self);
     kn_log (KN_LOG_INFO, "kernel.ready", "session=%s", self->session);
-    while (1) {
-        pthread_mutex_lock (&self->lock);
-        while (!self->head && !self->closed)
-            pthread_cond_wait (&self->cond, &self->lock);
-        s_item_t *it = self->head;
-        if (it && !(self->head = it->next))
-            self->tail = NULL;
-        pthread_mutex_unlock (&self->lock);
-        if (!it)
-            break;
-        s_on_shell (self, it->msg);
+    s_item_t *it;
+    while ((it = s_next (self))) {
+        s_on_shell (self, &it->msg);
         kn_msg_destroy (&it->msg);
         free (it);
     }
+    kn_msg_destroy (&self->reseed);    //  the channel is gone: no cell will run
     pthread_join (self->reader, NULL);
     return 0;
 }

@@ -18,8 +18,10 @@ case "$dir" in
   /*) ;;
   *) echo "$0: DIR must be absolute: $dir" >&2; exit 2 ;;
 esac
-gateway="${dir%/}/cellvm-gateway"
-[ "$sub" = bin ] && gateway="${dir%/}/bin/cellvm-gateway"
+# cellvm-launch listens on the ports, then execs cellvm-gateway beside it
+# (docs/gateway.md): a client's first connect is never refused.
+gateway="${dir%/}/cellvm-launch"
+[ "$sub" = bin ] && gateway="${dir%/}/bin/cellvm-launch"
 
 extra=""
 case "$name" in

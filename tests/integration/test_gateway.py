@@ -22,6 +22,7 @@ import os
 import pathlib
 import queue
 import signal
+import socket
 import subprocess
 import time
 import uuid
@@ -890,3 +891,77 @@ def test_kernel_that_never_starts_makes_the_gateway_give_up(start_gateway):
     g = start_gateway(env={"FAKE_KERNEL_EXIT": "1"})
     assert g.proc.wait(TIMEOUT) == 1
     assert "session.give_up" in g.log_text()
+
+
+# --------------------------------------------------------------------------
+# cellvm-launch: listening before the gateway loads (docs/gateway.md).
+
+def test_launch_prebinds_and_the_kernel_answers(gateway_bin, tmp_path, reaper):
+    launch = gateway_bin.parent / "cellvm-launch"
+    conn, info = write_connection_file(str(tmp_path / "conn.json"), ip="127.0.0.1", key=KEY)
+    log = open(tmp_path / "gw.log", "wb")
+    p = subprocess.Popen([str(launch), "--connection-file", conn, "--backend", "unsafe-local",
+                          "--kernel", str(FAKE)], stdout=log, stderr=subprocess.STDOUT)
+    reaper(p.pid)
+    deadline = time.monotonic() + TIMEOUT
+    while True:                                 # the launcher binds within milliseconds
+        try:
+            socket.create_connection(("127.0.0.1", info["shell_port"]), timeout=TIMEOUT).close()
+            break
+        except ConnectionRefusedError:
+            assert time.monotonic() < deadline, "the shell port never listened"
+            time.sleep(0.001)
+    kc = BlockingKernelClient(connection_file=conn)
+    kc.load_connection_file()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=TIMEOUT)
+        assert kc.kernel_info(reply=True, timeout=TIMEOUT)["content"]["status"] == "ok"
+        assert kc.is_alive()                    # the heartbeat adopted its fd too
+        text = (tmp_path / "gw.log").read_text()
+        assert "event=gateway.listening" in text and "prebound=yes" in text, text
+        # The exec'd gateway is the launched process: the client's pid is the gateway.
+        assert psutil.Process(p.pid).exe().endswith("cellvm-gateway")
+    finally:
+        kc.stop_channels()
+        p.terminate()
+        p.wait(10)
+        log.close()
+
+
+@pytest.mark.parametrize("fds,words", [
+    ("5,6,7,8,9", "fd 5 is not a socket listening on 127.0.0.1"),
+    ("3,4", "--listen-fds wants five fds"),
+])
+def test_gateway_refuses_listen_fds_that_are_not_its_ports(gateway_bin, tmp_path, fds, words):
+    conn, _ = write_connection_file(str(tmp_path / "conn.json"), ip="127.0.0.1", key=KEY)
+    r = subprocess.run([str(gateway_bin), "--connection-file", conn, "--backend", "unsafe-local",
+                        "--kernel", str(FAKE), "--listen-fds", fds], capture_output=True,
+                       timeout=10)
+    assert r.returncode != 0
+    assert words in r.stderr.decode(), r.stderr.decode()
+
+
+def test_launch_leaves_what_it_cannot_prebind_to_the_gateway(gateway_bin, tmp_path):
+    launch = gateway_bin.parent / "cellvm-launch"
+    path = tmp_path / "conn.json"
+    path.write_text("{ this is not json")
+    r = subprocess.run([str(launch), "--connection-file", str(path), "--backend",
+                        "unsafe-local", "--kernel", str(FAKE)], capture_output=True, timeout=10)
+    assert r.returncode != 0
+    assert "JSON" in r.stderr.decode(), r.stderr.decode()
+
+
+def test_failed_kernel_info_reply_still_parses(start_gateway):
+    """A kernel that never starts: a kernel_info_request held for it is
+    answered with an error that clients can still read (protocol_version)."""
+    g = start_gateway(env={"FAKE_KERNEL_EXIT": "1"})
+    s = g.dealer("shell")
+    frames, msg_id = raw_request("kernel_info_request")
+    s.send_multipart(frames)
+    header, parent, content = recv_reply(s)
+    assert parent["msg_id"] == msg_id and header["msg_type"] == "kernel_info_reply"
+    assert content["status"] == "error"
+    assert content["protocol_version"].startswith("5.")
+    assert content["language_info"]["name"] == "python"
+    assert g.proc.wait(TIMEOUT) == 1

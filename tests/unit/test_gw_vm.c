@@ -544,6 +544,39 @@ test_gw_vm_dies_with_a_killed_gateway (void **state)
     assert_int_equal (s_count_entries (f->base), 0);
 }
 
+//  A seed layer (made with -u over a backing that does not exist yet) is
+//  copied as the next VM's disk; a missing seed falls back to qemu-img.
+static void
+test_gw_vm_copies_a_seed_layer (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    char err [256], seed [PATH_MAX], backing [PATH_MAX], disk [PATH_MAX], cmd [PATH_MAX * 3];
+    gw_vm_t *vm = gw_vm_new (&f->cfg, err, sizeof err);
+    assert_non_null (vm);
+    snprintf (seed, sizeof seed, "%s/seed.qcow2", f->image);
+    snprintf (backing, sizeof backing, "%s/later/base.qcow2", f->image);
+    assert_int_equal (gw_vm_make_layer (vm, seed, backing, err, sizeof err), 0);
+    gw_vm_destroy (&vm);
+    snprintf (cmd, sizeof cmd, "qemu-img info %s | grep -q 'backing file: %s'", seed, backing);
+    assert_int_equal (system (cmd), 0);
+    f->cfg.disk_seed = seed;
+    vm = gw_vm_new (&f->cfg, err, sizeof err);
+    assert_non_null (vm);
+    assert_int_equal (gw_vm_start (vm, err, sizeof err), 0);
+    snprintf (disk, sizeof disk, "%s/workspace.qcow2", gw_vm_run_dir (vm));
+    snprintf (cmd, sizeof cmd, "cmp -s %s %s", seed, disk);
+    assert_int_equal (system (cmd), 0);
+    gw_vm_destroy (&vm);
+    snprintf (seed, sizeof seed, "%s/no-such-seed.qcow2", f->image);
+    vm = gw_vm_new (&f->cfg, err, sizeof err);
+    assert_non_null (vm);
+    assert_int_equal (gw_vm_start (vm, err, sizeof err), 0);
+    snprintf (disk, sizeof disk, "%s/workspace.qcow2", gw_vm_run_dir (vm));
+    snprintf (cmd, sizeof cmd, "qemu-img info %s | grep -q 'virtual size: 1 GiB'", disk);
+    assert_int_equal (system (cmd), 0);
+    gw_vm_destroy (&vm);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -565,6 +598,7 @@ main (int argc, char **argv)
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_gw_vm_dies_with_a_killed_gateway,
                                          s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_gw_vm_copies_a_seed_layer, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /*  test_kn_kernel - the protocol core driven over a socketpair, with a mock
- *  interpreter behind the seam: ordering, parents, stop_on_error, bad input.
+ *  interpreter behind the seam: ordering, parents, stop_on_error, bad input,
+ *  the deferred reseed after an entropy hello.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kn_chan.h"
@@ -24,17 +27,60 @@ typedef struct {
     kn_kernel_t *kernel;
     pthread_t thread;
     int handled;            //  requests the mock saw
+    pthread_mutex_t mu;     //  guards the rest, written by the kernel's thread
+    pthread_cond_t cv;
+    char calls [16][32];    //  msg_types the mock saw, in order
+    int ncalls;
+    char entropy [64];      //  of the last reseed
+    int unread_at_reseed;   //  bytes the driver had not read at the last reseed
+    char code [32];         //  of the last execute_request
+    bool silent;            //  ... and whether it was silent
+    bool blocked, release;  //  "block": the mock waits for release
 } s_fixture_t;
 
-//  The mock: "fail" errors, "print" publishes a stream, "slow" sleeps first.
+static void
+s_record (s_fixture_t *f, const char *type, const json_t *content)
+{
+    pthread_mutex_lock (&f->mu);
+    if (f->ncalls < 16)
+        snprintf (f->calls [f->ncalls++], sizeof f->calls [0], "%s", type);
+    if (strcmp (type, "cellvm_reseed_request") == 0) {
+        const char *e = json_string_value (json_object_get (content, "entropy"));
+        snprintf (f->entropy, sizeof f->entropy, "%s", e ? e : "");
+        ioctl (f->fds [0], FIONREAD, &f->unread_at_reseed);
+    }
+    if (strcmp (type, "execute_request") == 0) {
+        const char *code = json_string_value (json_object_get (content, "code"));
+        snprintf (f->code, sizeof f->code, "%s", code ? code : "");
+        f->silent = json_is_true (json_object_get (content, "silent"));
+    }
+    pthread_mutex_unlock (&f->mu);
+}
+
+static void
+s_block (s_fixture_t *f)
+{
+    pthread_mutex_lock (&f->mu);
+    f->blocked = true;
+    pthread_cond_broadcast (&f->cv);
+    while (!f->release)
+        pthread_cond_wait (&f->cv, &f->mu);
+    pthread_mutex_unlock (&f->mu);
+}
+
+//  The mock: "fail" errors, "print" publishes a stream, "slow" sleeps first,
+//  "block" waits for the test to release it.
 static json_t *
 s_mock_handle (void *ctx, const char *type, const json_t *content)
 {
     s_fixture_t *f = ctx;
     f->handled++;
+    s_record (f, type, content);
     const char *code = json_string_value (json_object_get (content, "code"));
     if (strcmp (type, "execute_request") != 0)
         return json_pack ("{s:s, s:s}", "status", "ok", "echo", type);
+    if (code && strstr (code, "block"))
+        s_block (f);
     if (code && strstr (code, "slow"))
         usleep (100 * 1000);
     if (code && strstr (code, "print")) {
@@ -68,6 +114,8 @@ static int
 s_setup (void **state)
 {
     s_fixture_t *f = calloc (1, sizeof *f);
+    pthread_mutex_init (&f->mu, NULL);
+    pthread_cond_init (&f->cv, NULL);
     assert_int_equal (socketpair (AF_UNIX, SOCK_STREAM, 0, f->fds), 0);
     f->kchan = kn_chan_new (f->fds [1], 1 << 20);
     f->dchan = kn_chan_new (f->fds [0], 1 << 20);
@@ -91,6 +139,8 @@ s_teardown (void **state)
     kn_chan_destroy (&f->dchan);
     close (f->fds [0]);
     close (f->fds [1]);
+    pthread_mutex_destroy (&f->mu);
+    pthread_cond_destroy (&f->cv);
     free (f);
     return 0;
 }
@@ -240,6 +290,159 @@ test_kn_kernel_drops_bad_json_and_keeps_serving (void **state)
     json_decref (req);
 }
 
+//  ---------------------------------------------------------------------------
+//  The reseed a driver hello with entropy asks for, deferred
+
+static void
+s_send_driver_hello (s_fixture_t *f, const char *entropy_or_null)
+{
+    json_t *c = json_pack ("{s:s, s:i, s:s, s:s?}", "protocol", "cellvm-channel", "version", 1,
+                           "role", "driver", "entropy", entropy_or_null);
+    kn_msg_t *hello = kn_msg_new (KN_CH_CELLVM, "hello", NULL, &c, "d");
+    assert_int_equal (kn_chan_send (f->dchan, &hello), 0);
+}
+
+//  How many times the mock saw type.
+static int
+s_count (s_fixture_t *f, const char *type)
+{
+    pthread_mutex_lock (&f->mu);
+    int n = 0;
+    for (int i = 0; i < f->ncalls; i++)
+        n += strcmp (f->calls [i], type) == 0;
+    pthread_mutex_unlock (&f->mu);
+    return n;
+}
+
+//  Wait up to 2 s for the mock to have seen type n times.
+static bool
+s_await_count (s_fixture_t *f, const char *type, int n)
+{
+    for (int i = 0; i < 400 && s_count (f, type) < n; i++)
+        usleep (5 * 1000);
+    return s_count (f, type) >= n;
+}
+
+static void
+s_assert_calls (s_fixture_t *f, int n, const char *first, const char *second)
+{
+    pthread_mutex_lock (&f->mu);
+    assert_int_equal (f->ncalls, n);
+    if (n > 0)
+        assert_string_equal (f->calls [0], first);
+    if (n > 1)
+        assert_string_equal (f->calls [1], second);
+    pthread_mutex_unlock (&f->mu);
+}
+
+static void
+test_kn_kernel_reseed_waits_behind_kernel_info (void **state)
+{
+    s_fixture_t *f = *state;
+    s_send_driver_hello (f, "AAAA");
+    json_t *req = s_send (f, KN_CH_SHELL, "kernel_info_request", NULL);
+    //  Read nothing until the idle reseed ran: all the kernel sent must
+    //  already have been unread then, i.e. the reply went out before it.
+    assert_true (s_await_count (f, "cellvm_reseed_request", 1));
+    int unread = 0;
+    assert_int_equal (ioctl (f->fds [0], FIONREAD, &unread), 0);
+    pthread_mutex_lock (&f->mu);
+    assert_int_equal (f->unread_at_reseed, unread);
+    pthread_mutex_unlock (&f->mu);
+    s_expect_hello (f);     //  at start
+    s_expect_hello (f);     //  the answer to ours
+    s_expect_bracketed (f, req, NULL, "kernel_info_reply");
+    assert_true (s_await_count (f, "execute_request", 1));     //  the warm-up
+    s_assert_calls (f, 2, "cellvm_reseed_request", "execute_request");
+    json_decref (req);
+}
+
+static void
+test_kn_kernel_reseed_runs_once_before_execute (void **state)
+{
+    s_fixture_t *f = *state;
+    s_expect_hello (f);
+    s_send_driver_hello (f, "AAAA");
+    json_t *req = s_send (f, KN_CH_SHELL, "execute_request", "ok");
+    s_expect_hello (f);
+    s_expect_bracketed (f, req, NULL, "execute_reply");
+    usleep (300 * 1000);    //  past the idle delay: no second reseed
+    s_assert_calls (f, 2, "cellvm_reseed_request", "execute_request");
+    json_decref (req);
+}
+
+static void
+test_kn_kernel_reseed_runs_when_idle (void **state)
+{
+    s_fixture_t *f = *state;
+    s_expect_hello (f);
+    s_send_driver_hello (f, "QUJD");
+    s_expect_hello (f);
+    assert_true (s_await_count (f, "cellvm_reseed_request", 1));
+    //  Then a warm-up: a silent `pass` that publishes nothing, counts nothing.
+    assert_true (s_await_count (f, "execute_request", 1));
+    usleep (100 * 1000);
+    int unread = -1;
+    assert_int_equal (ioctl (f->fds [0], FIONREAD, &unread), 0);
+    assert_int_equal (unread, 0);
+    pthread_mutex_lock (&f->mu);
+    assert_string_equal (f->entropy, "QUJD");
+    assert_string_equal (f->code, "pass");
+    assert_true (f->silent);
+    pthread_mutex_unlock (&f->mu);
+    s_assert_calls (f, 2, "cellvm_reseed_request", "execute_request");
+}
+
+//  Two entropy hellos queued behind a running cell: one reseed, the newer.
+static void
+test_kn_kernel_newer_entropy_hello_replaces_pending (void **state)
+{
+    s_fixture_t *f = *state;
+    s_expect_hello (f);
+    json_t *r1 = s_send (f, KN_CH_SHELL, "execute_request", "block");
+    pthread_mutex_lock (&f->mu);
+    while (!f->blocked)
+        pthread_cond_wait (&f->cv, &f->mu);
+    pthread_mutex_unlock (&f->mu);
+    s_send_driver_hello (f, "T0xE");
+    s_send_driver_hello (f, "TkVX");
+    json_t *r2 = s_send (f, KN_CH_SHELL, "execute_request", "ok");
+    kn_msg_t *m = s_expect (f, "status", "busy");
+    kn_msg_destroy (&m);
+    s_expect_hello (f);
+    s_expect_hello (f);
+    pthread_mutex_lock (&f->mu);
+    f->release = true;
+    pthread_cond_broadcast (&f->cv);
+    pthread_mutex_unlock (&f->mu);
+    m = s_expect (f, "execute_reply", NULL);
+    kn_msg_destroy (&m);
+    m = s_expect (f, "status", "idle");
+    kn_msg_destroy (&m);
+    s_expect_bracketed (f, r2, NULL, "execute_reply");
+    pthread_mutex_lock (&f->mu);
+    assert_int_equal (f->ncalls, 3);
+    assert_string_equal (f->calls [1], "cellvm_reseed_request");
+    assert_string_equal (f->entropy, "TkVX");
+    pthread_mutex_unlock (&f->mu);
+    json_decref (r1);
+    json_decref (r2);
+}
+
+static void
+test_kn_kernel_hello_without_entropy_does_not_reseed (void **state)
+{
+    s_fixture_t *f = *state;
+    s_expect_hello (f);
+    s_send_driver_hello (f, NULL);
+    s_expect_hello (f);
+    usleep (300 * 1000);    //  past the idle delay
+    json_t *req = s_send (f, KN_CH_SHELL, "execute_request", "ok");
+    s_expect_bracketed (f, req, NULL, "execute_reply");
+    s_assert_calls (f, 1, "execute_request", NULL);
+    json_decref (req);
+}
+
 int
 main (void)
 {
@@ -249,6 +452,11 @@ main (void)
         cmocka_unit_test_setup_teardown (test_kn_kernel_stop_on_error_aborts_only_queued_executes, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_kn_kernel_unknown_control_type_gets_error_reply, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_kn_kernel_drops_bad_json_and_keeps_serving, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_kn_kernel_reseed_waits_behind_kernel_info, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_kn_kernel_reseed_runs_once_before_execute, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_kn_kernel_reseed_runs_when_idle, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_kn_kernel_newer_entropy_hello_replaces_pending, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_kn_kernel_hello_without_entropy_does_not_reseed, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
