@@ -38,7 +38,7 @@ CELLS = 30 if QUICK else 200
 STDOUT_MB = 4 if QUICK else 16
 COLD_STARTS = 2 if QUICK else 3
 SNAP_STARTS = 5 if QUICK else 12
-IDLE_SESSIONS = 3 if QUICK else 4
+IDLE_SESSIONS = (2, 3) if QUICK else (4, 8)     # held at once: measured at each count
 BUDGET_GIB = 12
 
 
@@ -292,22 +292,52 @@ def time_starts(name, n, between=None, probe=False):
                    "client_overhead_s": client_over, "first_cell_s": first_cell}
 
 
-def idle_pss(name, n):
-    """Hold n idle sessions at once; PSS (gateway + QEMU) of each, MiB."""
-    held = [start(name) for _ in range(n)]
+def _measure_held(held):
+    """(PSS gateway+QEMU, QEMU only, private) MiB of each held session."""
+    out = []
+    for km, _, _ in held:
+        gw = km.provisioner.process.pid
+        vm = sum(pss_kib(p) for p in children(gw))      # QEMU and what it started
+        out.append((pss_kib(gw) / 1024, vm / 1024, pss_kib(gw, PRIVATE) / 1024))
+    return out
+
+
+def idle_pss(name, steps):
+    """Hold sessions at once, steps[0] of them, then steps[1], ...: each
+    idle after one cell. Returns {held: [(pss, vm_pss, private) MiB]}."""
+    held, out = [], {}
     try:
-        for _, kc, _ in held:
-            run_cell(kc, "x = 1")
-        time.sleep(2.0)
-        out = []
-        for km, _, _ in held:
-            gw = km.provisioner.process.pid
-            vm = sum(pss_kib(p) for p in children(gw))      # QEMU and what it started
-            out.append((pss_kib(gw) / 1024, vm / 1024, pss_kib(gw, PRIVATE) / 1024))
+        for n in steps:
+            while len(held) < n:
+                km, kc, dt = start(name)
+                held.append((km, kc, dt))
+                run_cell(kc, "x = 1")
+            time.sleep(2.0)
+            out[n] = _measure_held(held)
         return out
     finally:
         for km, kc, _ in held:
             stop(km, kc)
+
+
+def pss_summary(by_held):
+    """Per-session PSS at each count held, the marginal cost of one more
+    session (PSS added / sessions added: what the budget really pays), and
+    the sessions a budget holds: (budget - shared base) / marginal."""
+    counts = sorted(by_held)
+    lo, hi = counts[0], counts[-1]
+    tot = {n: sum(t for t, _, _ in by_held[n]) for n in counts}
+    marginal = (tot[hi] - tot[lo]) / (hi - lo) if hi > lo else tot[hi] / hi
+    base = max(tot[lo] - lo * marginal, 0.0)
+    v = by_held[hi]
+    return {"per_session_MiB": statistics.median(t for t, _, _ in v),
+            "per_session_by_held_MiB": {n: statistics.median(t for t, _, _ in by_held[n])
+                                        for n in counts},
+            "vm_only_MiB": statistics.median(q for _, q, _ in v),
+            "private_MiB": statistics.median(p for _, _, p in v),
+            "marginal_MiB": marginal, "shared_base_MiB": base,
+            "all_MiB": [t for t, _, _ in v], "sessions_held": hi,
+            f"sessions_in_{BUDGET_GIB}GiB": int((BUDGET_GIB * 1024 - base) // marginal)}
 
 
 def bench_start_paths():
@@ -337,15 +367,8 @@ def bench_start_paths():
         for part, pv in parts.items():
             res[k][part] = {"p50_s": pct(pv, 50), "p95_s": pct(pv, 95), "n": len(pv)}
     print("bench: idle PSS ...", file=sys.stderr, flush=True)
-    restored = idle_pss("cellvm-bench-restore", IDLE_SESSIONS)
-    cold = idle_pss("cellvm-bench-cold", 2)
-    for k, v in (("restored", restored), ("cold", cold)):
-        per = statistics.median(t for t, _, _ in v)
-        res[f"idle_pss_{k}"] = {"per_session_MiB": per,
-                                "vm_only_MiB": statistics.median(q for _, q, _ in v),
-                                "private_MiB": statistics.median(p for _, _, p in v),
-                                "all_MiB": [t for t, _, _ in v], "sessions_held": len(v),
-                                f"sessions_in_{BUDGET_GIB}GiB": int(BUDGET_GIB * 1024 // per)}
+    res["idle_pss_restored"] = pss_summary(idle_pss("cellvm-bench-restore", IDLE_SESSIONS))
+    res["idle_pss_cold"] = pss_summary(idle_pss("cellvm-bench-cold", (1, 2)))
     return res
 
 
@@ -365,13 +388,16 @@ def print_start_paths(res):
               f" | {r['gateway_to_kernel_ready_s']['p50_s']:.3f}"
               f" | {r['client_overhead_s']['p50_s']:.3f} | {fc_txt}")
     print()
-    print(f"idle session (held at once) | PSS MiB gateway+QEMU (median) | QEMU only"
-          f" | private MiB (not shared with other clones) | sessions in {BUDGET_GIB} GiB")
-    print("--- | --- | --- | --- | ---")
+    print("idle session | PSS MiB per session (median) by sessions held | QEMU only"
+          " | private MiB | marginal MiB per extra session | shared base MiB"
+          f" | sessions in {BUDGET_GIB} GiB")
+    print("--- | --- | --- | --- | --- | --- | ---")
     for k in ("restored", "cold"):
         r = res[f"idle_pss_{k}"]
-        print(f"{k} ({r['sessions_held']}) | {r['per_session_MiB']:.1f} | {r['vm_only_MiB']:.1f}"
-              f" | {r['private_MiB']:.1f} | {r[f'sessions_in_{BUDGET_GIB}GiB']}")
+        by = ", ".join(f"{v:.1f} ({n} held)" for n, v in r["per_session_by_held_MiB"].items())
+        print(f"{k} | {by} | {r['vm_only_MiB']:.1f} | {r['private_MiB']:.1f}"
+              f" | {r['marginal_MiB']:.1f} | {r['shared_base_MiB']:.1f}"
+              f" | {r[f'sessions_in_{BUDGET_GIB}GiB']}")
     print()
 
 
