@@ -340,6 +340,74 @@ def pss_summary(by_held):
             f"sessions_in_{BUDGET_GIB}GiB": int((BUDGET_GIB * 1024 - base) // marginal)}
 
 
+# ---------------------------------------------------------------------------
+# The client's own floor: wait_for_ready against a stub kernel that answers
+# at once (no process start, no VM), to show what jupyter_client itself costs.
+
+def _stub_kernel(conn, stop):
+    import zmq
+    from jupyter_client.session import Session
+    session = Session(key=conn["key"].encode(), signature_scheme=conn["signature_scheme"])
+    ctx = zmq.Context()
+    url = f"tcp://{conn['ip']}:%d"
+    shell, iopub, hb = ctx.socket(zmq.ROUTER), ctx.socket(zmq.PUB), ctx.socket(zmq.ROUTER)
+    others = [ctx.socket(zmq.ROUTER) for _ in range(2)]
+    shell.bind(url % conn["shell_port"])
+    iopub.bind(url % conn["iopub_port"])
+    hb.bind(url % conn["hb_port"])
+    others[0].bind(url % conn["control_port"])
+    others[1].bind(url % conn["stdin_port"])
+    poller = zmq.Poller()
+    poller.register(shell, zmq.POLLIN)
+    poller.register(hb, zmq.POLLIN)
+    info = {"status": "ok", "protocol_version": "5.3", "implementation": "stub",
+            "implementation_version": "0", "banner": "", "help_links": [],
+            "language_info": {"name": "python", "version": "3", "mimetype": "text/x-python",
+                              "file_extension": ".py"}}
+    while not stop.is_set():
+        for sock, _ in poller.poll(20):
+            if sock is hb:
+                hb.send_multipart(hb.recv_multipart())
+                continue
+            idents, msg = session.feed_identities(shell.recv_multipart())
+            req = session.deserialize(msg)
+            session.send(iopub, "status", {"execution_state": "busy"}, parent=req)
+            session.send(shell, req["msg_type"].replace("_request", "_reply"), info,
+                         parent=req, ident=idents)
+            session.send(iopub, "status", {"execution_state": "idle"}, parent=req)
+    for sock in [shell, iopub, hb, *others]:
+        sock.close(linger=0)
+    ctx.term()
+
+
+def client_floor(n):
+    """wait_for_ready against the stub: seconds each."""
+    import threading
+    from jupyter_client import BlockingKernelClient
+    from jupyter_client.connect import write_connection_file
+    out = []
+    for _ in range(n):
+        path = tempfile.mktemp(suffix=".json", prefix="cellvm-stub-")
+        write_connection_file(path, ip="127.0.0.1", key=os.urandom(16).hex().encode())
+        conn = json.loads(pathlib.Path(path).read_text())
+        stop = threading.Event()
+        t = threading.Thread(target=_stub_kernel, args=(conn, stop))
+        t.start()
+        time.sleep(0.1)                         # the stub is listening
+        kc = BlockingKernelClient(connection_file=path)
+        kc.load_connection_file()
+        t0 = time.perf_counter()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=30)
+        out.append(time.perf_counter() - t0)
+        kc.stop_channels()
+        stop.set()
+        t.join()
+        os.unlink(path)
+    return out
+
+
+
 def bench_start_paths():
     gw_argv = derived_specs(tempfile.mkdtemp(prefix="cellvm-bench-"))
     gw, opts = gw_argv[0], gateway_opts(gw_argv)
@@ -366,6 +434,9 @@ def bench_start_paths():
         res[k] = {"p50_s": pct(v, 50), "p95_s": pct(v, 95), "n": len(v), "all_s": v}
         for part, pv in parts.items():
             res[k][part] = {"p50_s": pct(pv, 50), "p95_s": pct(pv, 95), "n": len(pv)}
+    floor = client_floor(SNAP_STARTS)
+    res["client_floor"] = {"p50_s": pct(floor, 50), "p95_s": pct(floor, 95), "n": len(floor),
+                           "all_s": floor}
     print("bench: idle PSS ...", file=sys.stderr, flush=True)
     res["idle_pss_restored"] = pss_summary(idle_pss("cellvm-bench-restore", IDLE_SESSIONS))
     res["idle_pss_cold"] = pss_summary(idle_pss("cellvm-bench-cold", (1, 2)))
@@ -387,6 +458,9 @@ def print_start_paths(res):
         print(f"{k} | {r['p50_s']:.3f} / {r['p95_s']:.3f} | {r['n']} | {vm_txt}"
               f" | {r['gateway_to_kernel_ready_s']['p50_s']:.3f}"
               f" | {r['client_overhead_s']['p50_s']:.3f} | {fc_txt}")
+    f = res["client_floor"]
+    print(f"wait_for_ready alone, against a stub that answers at once | {f['p50_s']:.3f} / "
+          f"{f['p95_s']:.3f} | {f['n']} | - | - | {f['p50_s']:.3f} | -")
     print()
     print("idle session | PSS MiB per session (median) by sessions held | QEMU only"
           " | private MiB | marginal MiB per extra session | shared base MiB"

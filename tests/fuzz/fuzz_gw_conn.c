@@ -1,4 +1,5 @@
-/*  fuzz_gw_conn - gw_conn_load on arbitrary connection file contents.
+/*  fuzz_gw_conn - gw_conn_load on arbitrary connection file contents, and
+    gw_listen_parse (--listen-fds) on the same bytes as text.
 
     The bytes go to a memfd and are loaded through /proc/self/fd, so no file
     is written per run. Every failure must explain itself.
@@ -10,12 +11,20 @@
 #include <unistd.h>
 
 #include "gw_conn.h"
+#include "gw_listen.h"
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
+    char text [64];
+    int fds [GW_PORT_COUNT];
+    snprintf (text, sizeof text, "%.*s", (int) (size < 63 ? size : 63), (const char *) data);
+    if (gw_listen_parse (text, fds) == 0)
+        for (int i = 0; i < GW_PORT_COUNT; i++)
+            if (fds [i] < 3 || fds [i] > 65535)
+                abort ();                       //  only plausible fds pass
     int fd = memfd_create ("conn", 0);
     if (fd < 0)
         return 0;
