@@ -25,6 +25,7 @@ from conftest import BUILD, ROOT
 
 IMAGE = pathlib.Path(os.environ.get("CELLVM_IMAGE", ROOT / "build" / "image")).resolve()
 GATEWAY = BUILD / "cellvm-gateway"
+LAUNCH = BUILD / "cellvm-launch"               # what kernelspecs run (docs/gateway.md)
 TEMPLATES = pathlib.Path(os.environ.get("CELLVM_TEMPLATE_DIR",
                                         f"/var/tmp/cellvm-{os.getuid()}/templates"))
 
@@ -86,7 +87,7 @@ class Session:
         from jupyter_client import KernelManager
         d = pathlib.Path(spec_root) / "kernels" / name
         d.mkdir(parents=True, exist_ok=True)
-        argv = [str(GATEWAY), "--connection-file", "{connection_file}", "--backend", "microvm",
+        argv = [str(LAUNCH), "--connection-file", "{connection_file}", "--backend", "microvm",
                 "--image", str(IMAGE)] + extra
         (d / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": name,
                                                    "language": "python",
@@ -110,6 +111,18 @@ class Session:
         assert reply["content"]["status"] == "ok", reply["content"]
         return "".join(out)
 
+    def assert_first_cell_is_clean(self):
+        """Warm-ups (the pool holder's, the kernel's after an idle reseed) left
+        nothing: this is In[1], and nothing was stored or output before it."""
+        out = []
+        reply = self.kc.execute_interactive(
+            "print(len(In), len(Out))", timeout=120,
+            output_hook=lambda m: out.append(m["content"].get("text", ""))
+            if m["msg_type"] == "stream" else None)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        assert reply["content"]["execution_count"] == 1, reply["content"]
+        assert "".join(out).strip() == "2 0", out
+
     def text(self):
         self.log.flush()
         return pathlib.Path(self.log.name).read_text()
@@ -130,6 +143,9 @@ def test_restored_clones_never_share_random_values(template, spec_root):
     for i in range(2):
         s = Session(spec_root, f"snap{i}", ["--template-dir", str(template)])
         try:
+            if i == 0:                  # idle first: the kernel reseeds and warms up alone
+                time.sleep(1.5)
+                s.assert_first_cell_is_clean()
             got = json.loads(s.run(PROBE).strip().splitlines()[-1])
             host = time.time()
             assert "event=vm.restored" in s.text(), s.text()[-3000:]
@@ -284,6 +300,8 @@ def test_pool_hands_out_a_working_clone_and_stops_cleanly(template, spec_root):
         s = Session(spec_root, "snappool", ["--template-dir", str(template), "--pool", "1"])
         try:
             assert "event=vm.from_pool" in s.text(), s.text()[-3000:]
+            assert "prebound=yes" in s.text()
+            s.assert_first_cell_is_clean()      # the holder's warm-up left nothing
             got = json.loads(s.run(PROBE).strip().splitlines()[-1])
             assert abs(got["time"] - time.time()) < 5
             assert "handed_out=1" in pool.text()
