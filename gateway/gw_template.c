@@ -579,6 +579,31 @@ s_write_meta (const char *dir, const char *key, const gw_vm_config_t *cfg, unsig
     return rc;
 }
 
+//  A failed build's guest console, last lines, into the log: the VM and its
+//  run dir are gone right after, and the console says why.
+static void
+s_log_console (gw_vm_t *vm)
+{
+    char buf [4097];
+    int fd = open (gw_vm_console_log (vm), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    off_t end = fd >= 0 ? lseek (fd, 0, SEEK_END) : -1;
+    ssize_t n = end >= 0 ? pread (fd, buf, sizeof buf - 1, end > 4096 ? end - 4096 : 0) : -1;
+    if (fd >= 0)
+        close (fd);
+    buf [n > 0 ? n : 0] = '\0';
+    char *line = end > 4096 ? strchr (buf, '\n') : buf;     //  skip a cut first line
+    for (char *next; line && *line; line = next) {
+        next = strchr (line, '\n');
+        if (next)
+            *next++ = '\0';
+        for (char *c = line; *c; c++)
+            if (*c == '"' || (unsigned char) *c < 0x20)
+                *c = '\'';
+        if (*line)
+            gw_log (GW_LOG_WARN, "template.console", "line=\"%.300s\"", line);
+    }
+}
+
 //  Boot, warm up and save into tmp, which becomes dir.
 static int
 s_build_into (const char *tmp, const char *dir, const char *key, const gw_vm_config_t *cfg,
@@ -609,6 +634,8 @@ s_build_into (const char *tmp, const char *dir, const char *key, const gw_vm_con
     if (rc == 0)
         rc = s_write_meta (tmp, key, &c, c.tsc_khz ? c.tsc_khz : gw_accel_tsc_khz (),
                            zclock_mono () - t0);
+    if (rc < 0 && vm)
+        s_log_console (vm);
     gw_chan_destroy (&chan);
     gw_init_destroy (&init);
     gw_vm_destroy (&vm);
