@@ -167,7 +167,7 @@ s_holder_main (const gw_vm_config_t *cfg, const char *template_dir, int sock)
         vm = gw_template_restore (t, cfg, S_RESTORE_MS, err, sizeof err);
     rc = vm ? gw_template_reseed (vm, S_RESTORE_MS, &init, &kfd, err, sizeof err) : -EIO;
     if (rc == 0)
-        rc = gw_template_warm (kfd, S_RESTORE_MS, err, sizeof err);
+        rc = gw_template_warm (kfd, init, S_RESTORE_MS, err, sizeof err);
     gw_template_destroy (&t);
     char line [S_LINE];
     if (rc == 0)

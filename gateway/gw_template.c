@@ -415,6 +415,8 @@ typedef struct {
     const char *parent_id;          //  ... with this parent msg_id (NULL: any)
     const char *state;              //  ... and this execution_state (NULL: any)
     json_t *got;                    //  the message's content, then owned by the caller
+    gw_init_t *init;                //  watched for kernel_exited meanwhile, NULL: not
+    char died [200];                //  init's description, when the kernel died
 } s_wait_t;
 
 static int
@@ -432,18 +434,41 @@ s_on_msg (void *arg, kn_msg_t **msg_p)
     return stop;
 }
 
-//  Read the channel until w is met. 0, -ETIMEDOUT, or the channel's error.
+//  Init's notices meanwhile: 1 when the kernel died (w->died says how).
+//  Waiting on for a reply of a dead kernel would only time out.
+static int
+s_init_notices (s_wait_t *w)
+{
+    kn_msg_t *msg = NULL;
+    int rc = 0;
+    while (rc == 0 && gw_init_pump (w->init, &msg) == 0) {
+        if (strcmp (kn_msg_type (msg), "kernel_exited") == 0) {
+            snprintf (w->died, sizeof w->died, "%s", json_string_value (json_object_get (
+                      kn_msg_content (msg), "description")) ?: "the kernel exited");
+            rc = 1;
+        }
+        kn_msg_destroy (&msg);
+    }
+    return rc;
+}
+
+//  Read the channel until w is met. 0, -ETIMEDOUT, -ECONNRESET (the kernel
+//  died: w->died), or the channel's error.
 static int
 s_chan_wait (gw_chan_t *chan, s_wait_t *w, int64_t deadline)
 {
     while (zclock_mono () < deadline) {
-        struct pollfd p = { gw_chan_fd (chan), POLLIN, 0 };
+        struct pollfd p [2] = { { gw_chan_fd (chan), POLLIN, 0 },
+                                { w->init ? gw_init_fd (w->init) : -1, POLLIN, 0 } };
         if (gw_chan_wants_write (chan)) {
-            p.events |= POLLOUT;
+            p [0].events |= POLLOUT;
             if (gw_chan_flush (chan) < 0)
                 return -EPIPE;
         }
-        poll (&p, 1, (int) (deadline - zclock_mono ()) > 0 ? (int) (deadline - zclock_mono ()) : 0);
+        int64_t left = deadline - zclock_mono ();
+        poll (p, 2, left > 0 ? (int) left : 0);
+        if (p [1].revents && s_init_notices (w))
+            return -ECONNRESET;
         const char *why = NULL;
         int rc = gw_chan_read (chan, s_on_msg, w, &why);
         if (rc > 0)
@@ -467,7 +492,7 @@ s_kernel_hello (gw_chan_t *chan, const char *entropy_b64, int64_t deadline)
     kn_msg_t *hello = kn_msg_new (KN_CH_CELLVM, "hello", NULL, &c, "template");
     int rc = gw_chan_send (chan, hello);
     kn_msg_destroy (&hello);
-    s_wait_t w = { "hello", NULL, NULL, NULL };
+    s_wait_t w = { .want_type = "hello" };
     if (rc == 0)
         rc = s_chan_wait (chan, &w, deadline);
     json_decref (w.got);
@@ -481,7 +506,8 @@ s_kernel_hello (gw_chan_t *chan, const char *entropy_b64, int64_t deadline)
 //  The kernel runs code as a silent cell (no history, no output, no count)
 //  and goes idle: no partial frame is left on the channel.
 static int
-s_silent_cell (gw_chan_t *chan, const char *code, int64_t deadline, char *err, size_t errlen)
+s_silent_cell (gw_chan_t *chan, const char *code, gw_init_t *init, int64_t deadline,
+               char *err, size_t errlen)
 {
     json_t *c = json_pack ("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", 1,
                            "store_history", 0, "user_expressions", "allow_stdin", 0,
@@ -491,7 +517,8 @@ s_silent_cell (gw_chan_t *chan, const char *code, int64_t deadline, char *err, s
     snprintf (id, sizeof id, "%s", kn_msg_id (req));
     int rc = gw_chan_send (chan, req);
     kn_msg_destroy (&req);
-    s_wait_t reply = { "execute_reply", id, NULL, NULL }, idle = { "status", id, "idle", NULL };
+    s_wait_t reply = { .want_type = "execute_reply", .parent_id = id, .init = init };
+    s_wait_t idle = { .want_type = "status", .parent_id = id, .state = "idle", .init = init };
     if (rc == 0)
         rc = s_chan_wait (chan, &reply, deadline);
     const char *st = json_string_value (json_object_get (reply.got, "status"));
@@ -502,6 +529,9 @@ s_silent_cell (gw_chan_t *chan, const char *code, int64_t deadline, char *err, s
     }
     if (rc == 0)
         rc = s_chan_wait (chan, &idle, deadline);
+    if (rc == -ECONNRESET && !err [0])
+        snprintf (err, errlen, "warm-up cell: the kernel died: %s", reply.died [0] ? reply.died
+                  : idle.died);
     if (rc < 0 && !err [0])
         snprintf (err, errlen, "warm-up cell: %s", strerror (-rc));
     json_decref (reply.got);
@@ -534,7 +564,7 @@ s_boot_warm (gw_vm_t *vm, gw_init_t **init_p, gw_chan_t **chan_p, char *err, siz
         return rc;
     }
     gw_log (GW_LOG_INFO, "template.kernel_ready", "pid=%d", gw_vm_pid (vm));
-    return s_silent_cell (*chan_p, S_WARMUP, deadline, err, errlen);
+    return s_silent_cell (*chan_p, S_WARMUP, *init_p, deadline, err, errlen);
 }
 
 //  Stop the template, save its state into dir/state, copy its disk.
@@ -867,7 +897,7 @@ s_kernel_info (gw_chan_t *chan, int64_t deadline)
     snprintf (id, sizeof id, "%s", kn_msg_id (req));
     int rc = gw_chan_send (chan, req);
     kn_msg_destroy (&req);
-    s_wait_t idle = { "status", id, "idle", NULL };
+    s_wait_t idle = { .want_type = "status", .parent_id = id, .state = "idle" };
     if (rc == 0)
         rc = s_chan_wait (chan, &idle, deadline);
     json_decref (idle.got);
@@ -875,7 +905,7 @@ s_kernel_info (gw_chan_t *chan, int64_t deadline)
 }
 
 int
-gw_template_warm (int kernel_fd, int timeout_ms, char *err, size_t errlen)
+gw_template_warm (int kernel_fd, gw_init_t *init, int timeout_ms, char *err, size_t errlen)
 {
     int64_t deadline = zclock_mono () + timeout_ms;
     int dup_fd = fcntl (kernel_fd, F_DUPFD_CLOEXEC, 3);
@@ -888,7 +918,7 @@ gw_template_warm (int kernel_fd, int timeout_ms, char *err, size_t errlen)
     if (rc < 0)
         snprintf (err, errlen, "warming the clone: kernel_info: %s", strerror (-rc));
     else
-        rc = s_silent_cell (chan, "pass", deadline, err, errlen);
+        rc = s_silent_cell (chan, "pass", init, deadline, err, errlen);
     gw_chan_destroy (&chan);
     return rc;
 }

@@ -83,7 +83,10 @@ int gw_template_reseed (gw_vm_t *vm, int timeout_ms, gw_init_t **init_p, int *ke
 //  a kernel_info and a silent `pass` through the kernel so that QEMU has
 //  translated the paths a session's first requests take (under TCG the
 //  first of each costs ~0.1-0.3 s after a restore). Leaves no session
-//  data: nothing is counted, stored or printed. 0 or -errno + err.
-int gw_template_warm (int kernel_fd, int timeout_ms, char *err, size_t errlen);
+//  data: nothing is counted, stored or printed. init (may be NULL) is
+//  watched meanwhile: a kernel that dies fails it at once (-ECONNRESET).
+//  0 or -errno + err.
+int gw_template_warm (int kernel_fd, gw_init_t *init, int timeout_ms, char *err,
+                      size_t errlen);
 
 #endif
