@@ -41,6 +41,7 @@ try:
         c = r["content"]
         print(f"put {rel}: {c['status']} {c.get('size', c.get('evalue'))}")
     kc.stop_channels()
+    del kc              # its __del__ must not run during interpreter shutdown
     km.client_factory = AsyncKernelClient
     client = NotebookClient(nb, km=km, timeout=600, startup_timeout=300,
                             resources={"metadata": {"path": str(path.parent)}})
