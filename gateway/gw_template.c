@@ -382,12 +382,13 @@ s_init_hello_send (gw_init_t *init, const json_t *extra, const uint8_t *buf, siz
 
 //  Init's hello, repeated every 250 ms until answered (a hello sent before
 //  init opened its port is lost). extra: more content (time), buf: entropy
-//  or NULL. id: a hello already sent, or "" to send the first one here.
+//  or NULL.
 static int
 s_init_hello (gw_init_t *init, const json_t *extra, const uint8_t *buf, size_t len,
-              int64_t deadline, char id [37], json_t **reply_p)
+              int64_t deadline, json_t **reply_p)
 {
-    int rc = id [0] ? 0 : s_init_hello_send (init, extra, buf, len, id);
+    char id [37];
+    int rc = s_init_hello_send (init, extra, buf, len, id);
     while (rc == 0) {
         kn_msg_t *reply = NULL;
         rc = gw_init_wait (init, id, 250, &reply);
@@ -548,8 +549,7 @@ s_boot_warm (gw_vm_t *vm, gw_init_t **init_p, gw_chan_t **chan_p, char *err, siz
     int fd = -1, rc = gw_vm_wait_port (vm, "init", 10000, &fd);
     if (rc == 0) {
         *init_p = gw_init_new (fd, KN_FRAME_MAX_DEFAULT);
-        char id [37] = "";
-        rc = s_init_hello (*init_p, NULL, NULL, 0, deadline, id, NULL);
+        rc = s_init_hello (*init_p, NULL, NULL, 0, deadline, NULL);
     }
     if (rc == 0)
         rc = gw_vm_wait_port (vm, "kernel", 10000, &fd);
@@ -795,29 +795,19 @@ s_random (uint8_t *buf, size_t n)
     return 0;
 }
 
-//  Init's reseed: a hello carrying entropy and the host's clock, sent first
-//  and answered while the kernel's hello goes on (the guest does both).
-typedef struct {
-    uint8_t pool [64];
-    json_t *extra;                  //  {"time": host clock}
-    char id [37];                   //  the hello in flight
-} s_reseed_t;
-
+//  Init's reseed: a hello carrying 64 random bytes and the host's clock.
 static int
-s_reseed_init_send (gw_init_t *init, s_reseed_t *r)
+s_reseed_init (gw_init_t *init, int64_t deadline, char *err, size_t errlen)
 {
+    uint8_t pool [64];
     struct timespec now;
     clock_gettime (CLOCK_REALTIME, &now);
-    r->extra = json_pack ("{s:f}", "time", (double) now.tv_sec + now.tv_nsec / 1e9);
-    int rc = s_random (r->pool, sizeof r->pool);
-    return rc < 0 ? rc : s_init_hello_send (init, r->extra, r->pool, sizeof r->pool, r->id);
-}
-
-static int
-s_reseed_init_wait (gw_init_t *init, s_reseed_t *r, int64_t deadline, char *err, size_t errlen)
-{
+    json_t *extra = json_pack ("{s:f}", "time", (double) now.tv_sec + now.tv_nsec / 1e9);
     json_t *reply = NULL;
-    int rc = s_init_hello (init, r->extra, r->pool, sizeof r->pool, deadline, r->id, &reply);
+    int rc = s_random (pool, sizeof pool);
+    if (rc == 0)
+        rc = s_init_hello (init, extra, pool, sizeof pool, deadline, &reply);
+    json_decref (extra);
     json_int_t credited = json_integer_value (json_object_get (reply, "entropy_bytes"));
     if (rc == 0 && credited <= 0)
         rc = -EPROTO;
@@ -860,21 +850,17 @@ gw_template_reseed (gw_vm_t *vm, int timeout_ms, gw_init_t **init_p, int *kernel
     int64_t deadline = zclock_mono () + timeout_ms;
     int ifd = -1, kfd = -1;
     gw_init_t *init = NULL;
-    s_reseed_t r = { .extra = NULL };
     int rc = gw_vm_wait_port (vm, "init", timeout_ms, &ifd);
     if (rc == 0) {
         init = gw_init_new (ifd, KN_FRAME_MAX_DEFAULT);
-        rc = s_reseed_init_send (init, &r);
+        rc = s_reseed_init (init, deadline, err, errlen);
     }
-    if (rc < 0)
-        snprintf (err, errlen, "%s: %s", init ? "init hello" : "init port", strerror (-rc));
+    else
+        snprintf (err, errlen, "init port: %s", strerror (-rc));
     if (rc == 0 && (rc = gw_vm_wait_port (vm, "kernel", timeout_ms, &kfd)) < 0)
         snprintf (err, errlen, "kernel port: %s", strerror (-rc));
     if (rc == 0)
         rc = s_reseed_kernel (kfd, deadline, err, errlen);
-    if (rc == 0)
-        rc = s_reseed_init_wait (init, &r, deadline, err, errlen);
-    json_decref (r.extra);
     if (rc < 0)
         goto fail;
     *init_p = init;
