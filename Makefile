@@ -29,23 +29,30 @@ ifeq ($(CI),true)
   WARN += -Werror
 endif
 CFLAGS ?= $(OPTIMIZATION) -g
-ALL_CFLAGS = $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -MMD -MP -Ikernel -Igateway
+ALL_CFLAGS = $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -MMD -MP -Ichannel -Ikernel -Igateway -Iguest-image/init
 LDFLAGS += $(SANFLAGS) -pthread
 
-KN_SRC := $(filter-out kernel/main.c,$(wildcard kernel/kn_*.c))
-GW_SRC := $(wildcard gateway/gw_*.c) kernel/kn_frame.c kernel/kn_msg.c
+# The channel library (channel/, ch_ prefix) is linked by all three programs.
+CH_SRC := $(wildcard channel/ch_*.c)
+KN_SRC := $(filter-out kernel/main.c,$(wildcard kernel/kn_*.c)) $(CH_SRC)
+GW_SRC := $(wildcard gateway/gw_*.c) $(CH_SRC)
+GI_SRC := $(filter-out guest-image/init/gi_main.c,$(wildcard guest-image/init/gi_*.c)) $(CH_SRC)
+CH_OBJ := $(CH_SRC:%.c=$(B)/obj/%.o)
 KN_OBJ := $(KN_SRC:%.c=$(B)/obj/%.o)
 GW_OBJ := $(GW_SRC:%.c=$(B)/obj/%.o)
+GI_OBJ := $(GI_SRC:%.c=$(B)/obj/%.o)
+CH_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_ch_*.c))
 KN_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_kn_*.c))
 GW_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_gw_*.c))
+GI_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_gi_*.c))
 KERNELSPECS := $(B)/share/jupyter/kernels/cellvm/kernel.json \
                $(B)/share/jupyter/kernels/cellvm-agent/kernel.json \
                $(B)/share/jupyter/kernels/cellvm-unsafe-local/kernel.json
 
 DEPS_STAMP := build/.deps-ok
 
-.PHONY: all deps kernel gateway test unit integration check fuzz bench run install clean kernelspecs image template
-all: $(DEPS_STAMP) kernel gateway kernelspecs
+.PHONY: all deps kernel gateway init test unit integration check fuzz bench run install clean kernelspecs image template
+all: $(DEPS_STAMP) kernel gateway init kernelspecs
 
 $(DEPS_STAMP): scripts/deps.sh
 	@mkdir -p build
@@ -56,6 +63,7 @@ deps:
 
 kernel: $(B)/cellvm-kernel
 gateway: $(B)/cellvm-gateway $(B)/cellvm-launch
+init: $(B)/cellvm-init
 kernelspecs: $(KERNELSPECS)
 
 $(B)/obj/%.o: %.c | $(DEPS_STAMP)
@@ -71,10 +79,22 @@ $(B)/cellvm-kernel: $(B)/obj/kernel/main.o $(KN_OBJ)
 $(B)/cellvm-gateway: $(B)/obj/gateway/main.o $(GW_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS) -ljansson
 
+# The guest's PID 1 (docs/init.md); the image takes it from build/.
+$(B)/cellvm-init: $(B)/obj/guest-image/init/gi_main.o $(GI_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lcrypto -lm
+
 # Small on purpose (no libzmq): it listens before the gateway loads (gw_listen.h).
 $(B)/cellvm-launch: $(B)/obj/gateway/launch.o $(B)/obj/gateway/gw_conn.o \
                     $(B)/obj/gateway/gw_hmac.o $(B)/obj/gateway/gw_listen.o
 	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lcrypto
+
+$(B)/tests/test_ch_%: tests/unit/test_ch_%.c $(CH_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) -ljansson -lcrypto -lcmocka
+
+$(B)/tests/test_gi_%: tests/unit/test_gi_%.c $(GI_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) -ljansson -lcrypto -lm -lcmocka
 
 $(B)/tests/test_kn_%: tests/unit/test_kn_%.c $(KN_OBJ)
 	@mkdir -p $(dir $@)
@@ -82,19 +102,19 @@ $(B)/tests/test_kn_%: tests/unit/test_kn_%.c $(KN_OBJ)
 
 $(B)/tests/test_gw_%: tests/unit/test_gw_%.c $(GW_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(GW_LIBS) -ljansson -lcmocka
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(GW_LIBS) -ljansson -lcrypto -lcmocka
 
 $(B)/share/jupyter/kernels/%/kernel.json: scripts/kernelspec.sh Makefile | $(B)/cellvm-gateway $(B)/cellvm-launch
 	CELLVM_IMAGE_DIR=$(abspath build/image) bash scripts/kernelspec.sh $* $(abspath $(B)) $@
 
-unit: $(KN_TESTS) $(GW_TESTS)
+unit: $(CH_TESTS) $(KN_TESTS) $(GW_TESTS) $(GI_TESTS)
 	@set -e; for t in $^; do echo "== $$t"; $$t; done
 
 # Guest image (docs/guest-image.md): cached outside the tree, ~1 s when nothing changed.
 # Always built from the non-sanitizer kernel, because the guest has no libasan.
 image:
-	$(MAKE) --no-print-directory SANITIZER= B=build kernel
-	bash guest-image/build.sh build/cellvm-kernel build/image
+	$(MAKE) --no-print-directory SANITIZER= B=build kernel init
+	bash guest-image/build.sh build/cellvm-kernel build/cellvm-init build/image
 
 # The snapshot template the default microvm kernelspecs restore from
 # (docs/snapshots.md): built once per image/QEMU/memory, ~45 s; seconds when intact.
@@ -122,11 +142,17 @@ check:
 
 
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(KN_SRC) $(GW_SRC) | $(DEPS_STAMP)
+FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ichannel -Igateway \
+           -Iguest-image/init
+build/fuzz/fuzz_ch_%: tests/fuzz/fuzz_ch_%.c $(CH_SRC) | $(DEPS_STAMP)
 	@mkdir -p build/fuzz
-	clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ikernel -Igateway \
-	  $(PY_CFLAGS) -o $@ $< $(filter %kn_frame.c %kn_msg.c,$(KN_SRC)) \
-	  $(filter-out kernel/%,$(GW_SRC)) $(GW_LIBS) -ljansson
+	$(FUZZ_CC) -o $@ $^ -ljansson -lcrypto
+build/fuzz/fuzz_gw_%: tests/fuzz/fuzz_gw_%.c $(GW_SRC) | $(DEPS_STAMP)
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) -o $@ $^ $(GW_LIBS) -ljansson
+build/fuzz/fuzz_gi_%: tests/fuzz/fuzz_gi_%.c $(GI_SRC) | $(DEPS_STAMP)
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) -o $@ $^ -ljansson -lcrypto -lm
 fuzz: $(FUZZ_TARGETS)
 	@set -e -o pipefail; for f in $^; do echo "== $$f for $(FUZZ_TIME)s"; mkdir -p build/fuzz/corpus-$$(basename $$f); \
 	  $$f -max_total_time=$(FUZZ_TIME) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus-$$(basename $$f) tests/fuzz/seeds/$$(basename $$f) 2>&1 | tail -n 3; done

@@ -6,6 +6,7 @@
 #include "gw_backend.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,114 @@ gw_backend_destroy (gw_backend_t **self_p)
         self->destroy (self->ctx);
     free (self);
     *self_p = NULL;
+}
+
+int
+gw_backend_start (gw_backend_t *self, int *fd_p, char *err, size_t errlen)
+{
+    assert (self && self->start && fd_p);
+    *fd_p = -1;
+    return self->start (self->ctx, fd_p, err, errlen);
+}
+
+int
+gw_backend_connect (gw_backend_t *self, int *fd_p, char *err, size_t errlen)
+{
+    assert (self && fd_p);
+    *fd_p = -1;
+    if (!self->connect) {
+        snprintf (err, errlen, "the %s backend gave no channel", self->name);
+        return -ENOTCONN;
+    }
+    return self->connect (self->ctx, fd_p, err, errlen);
+}
+
+int
+gw_backend_kill (gw_backend_t *self)
+{
+    assert (self && self->kill);
+    return self->kill (self->ctx);
+}
+
+int
+gw_backend_reap (gw_backend_t *self, gw_exit_t *exit_p)
+{
+    assert (self && self->reap && exit_p);
+    return self->reap (self->ctx, exit_p);
+}
+
+int
+gw_backend_pid (gw_backend_t *self)
+{
+    assert (self);
+    return self->pid ? self->pid (self->ctx) : 0;
+}
+
+int
+gw_backend_event_fd (gw_backend_t *self)
+{
+    assert (self);
+    return self->event_fd && self->on_event ? self->event_fd (self->ctx) : -1;
+}
+
+int
+gw_backend_on_event (gw_backend_t *self)
+{
+    assert (self);
+    return self->on_event ? self->on_event (self->ctx) : 0;
+}
+
+bool
+gw_backend_can_move_files (const gw_backend_t *self)
+{
+    assert (self);
+    return self->put_chunk && self->get_chunk;
+}
+
+int
+gw_backend_put_chunk (gw_backend_t *self, const char *path, bool append, const uint8_t *data,
+                      size_t len, gw_chunk_fn *done, void *arg, char *err, size_t errlen)
+{
+    assert (self && path && done && len <= GW_CHUNK_MAX);
+    if (!gw_backend_can_move_files (self)) {
+        snprintf (err, errlen, "the %s backend cannot move files", self->name);
+        return -ENOTSUP;
+    }
+    return self->put_chunk (self->ctx, path, append, data, len, done, arg, err, errlen);
+}
+
+int
+gw_backend_get_chunk (gw_backend_t *self, const char *path, uint64_t offset, size_t len,
+                      gw_chunk_fn *done, void *arg, char *err, size_t errlen)
+{
+    assert (self && path && done && len <= GW_CHUNK_MAX);
+    if (!gw_backend_can_move_files (self)) {
+        snprintf (err, errlen, "the %s backend cannot move files", self->name);
+        return -ENOTSUP;
+    }
+    return self->get_chunk (self->ctx, path, offset, len, done, arg, err, errlen);
+}
+
+void
+gw_backend_cancel_chunks (gw_backend_t *self)
+{
+    assert (self);
+    if (self->cancel_chunks)
+        self->cancel_chunks (self->ctx);
+}
+
+const char *
+gw_backend_name (const gw_backend_t *self)
+{
+    assert (self);
+    return self->name;
+}
+
+bool
+gw_backend_sync_markers (const gw_backend_t *self)
+{
+    assert (self);
+    return self->sync_markers;
 }
 
 static const char *

@@ -10,8 +10,10 @@
     -EAGAIN while it runs) -> kill or a natural exit -> reap returns 0 with
     the exit -> start again (restart). The kernel is ready when its hello
     arrives on the channel, which may take a VM boot.
-    Every function returns 0 or a negative errno; none may block for long:
-    they run on the gateway's reactor thread.
+    Every function returns 0 or a negative errno; none may block: they run
+    on the gateway's reactor thread. Work that takes long (a restore, a
+    pool take, moving a file) is started and reported back through the
+    event fd, so the reactor goes on serving meanwhile.
 */
 #ifndef GW_BACKEND_H
 #define GW_BACKEND_H
@@ -31,46 +33,58 @@ typedef struct {
     char detail [512];                          //  the backend's own words, "" = none
 } gw_exit_t;
 
+//  A chunk operation ended, on the reactor thread (never inside the call
+//  that started it). rc 0 with the far side's reply (borrowed; for a get,
+//  "size" is the file's size and "eof" whether this chunk reached its end)
+//  and, for a get, the chunk's bytes (borrowed); or a negative errno with
+//  the reason in err.
+typedef void (gw_chunk_fn) (void *arg, int rc, const json_t *reply, const uint8_t *data,
+                            size_t len, const char *err);
+
+//  The largest chunk a backend takes in one operation.
+#define GW_CHUNK_MAX (4u << 20)
+
 typedef struct {
     const char *name;                           //  "unsafe-local", "microvm"
     //  Start a kernel. On success 0 is returned and *fd_p is the channel fd
     //  (caller owns it, connected, any blocking mode), or -1 when the channel
-    //  is not up yet (a VM still starting): the session then calls connect
-    //  on every tick. On failure a negative errno and a reason in err.
+    //  is not up yet (a VM still starting or restoring): the session then
+    //  calls connect on every tick and backend event. On failure a negative
+    //  errno and a reason in err.
     int (*start) (void *ctx, int *fd_p, char *err, size_t errlen);
     //  The channel of a started kernel: 0 and *fd_p once it is connected,
     //  -EAGAIN while not yet, another negative errno (reason in err) when
     //  it never will be. NULL when start always returns the fd.
     int (*connect) (void *ctx, int *fd_p, char *err, size_t errlen);
-    //  Ask the running kernel to interrupt its cell from outside (SIGINT or
-    //  equivalent). NULL when the backend cannot.
-    int (*interrupt) (void *ctx);
     //  Stop the running kernel now, and everything it started. -ESRCH when
     //  there is none.
     int (*kill) (void *ctx);
     //  Collect a kernel that ended: 0 and *exit_p filled once it is gone,
     //  -EAGAIN while it still runs, -ECHILD when no kernel was started.
     int (*reap) (void *ctx, gw_exit_t *exit_p);
-    //  Process id for log lines (0 when not applicable).
+    //  Process id for log lines. NULL: none.
     int (*pid) (void *ctx);
     //  A file descriptor the reactor polls for the backend's own events (a
-    //  VM's init port, timers), -1 when none. NULL: no events.
+    //  VM's init port, timers, finished chunks), -1 when none. NULL: none.
     int (*event_fd) (void *ctx);
     //  The event fd is readable: handle it. Returns 1 when the kernel has
     //  died (reap now has its exit), else 0.
     int (*on_event) (void *ctx);
-    //  Copy len bytes into the session's /workspace at path (for
-    //  cellvm_put_request). 0 and *reply_p (new JSON, caller owns) with what
-    //  the far side said, or a negative errno with the reason in err. NULL:
-    //  not supported.
-    int (*put_file) (void *ctx, const char *path, const uint8_t *data, size_t len,
-                     json_t **reply_p, char *err, size_t errlen);
-    //  Read the file at path, at most max bytes (for cellvm_get_request). 0
-    //  and *data_p (malloc'ed, caller frees) / *len_p, or a negative errno
-    //  with the reason in err. NULL: not supported.
-    int (*get_file) (void *ctx, const char *path, size_t max, uint8_t **data_p,
-                     size_t *len_p, char *err, size_t errlen);
-    //  Kill whatever still runs and free ctx.
+    //  Write len (1..GW_CHUNK_MAX, or 0 to create/truncate) bytes to path in
+    //  the session's /workspace, after what is there when append, else
+    //  replacing it. data stays the caller's and valid until done runs. 0
+    //  when started (done runs exactly once, later, unless cancelled), or a
+    //  negative errno with the reason in err (done never runs). NULL: the
+    //  backend cannot move files.
+    int (*put_chunk) (void *ctx, const char *path, bool append, const uint8_t *data,
+                      size_t len, gw_chunk_fn *done, void *arg, char *err, size_t errlen);
+    //  Read up to len (<= GW_CHUNK_MAX) bytes at offset of the file at path.
+    //  As put_chunk.
+    int (*get_chunk) (void *ctx, const char *path, uint64_t offset, size_t len,
+                      gw_chunk_fn *done, void *arg, char *err, size_t errlen);
+    //  Forget every chunk operation still in flight: their done never runs.
+    void (*cancel_chunks) (void *ctx);
+    //  Kill whatever still runs and free ctx. Never calls a done.
     void (*destroy) (void *ctx);
     void *ctx;                                  //  backend state, owned
     //  The channel is a virtio port: the kernel writes a sync marker before
@@ -78,6 +92,31 @@ typedef struct {
     //  new channel skips to the next marker first.
     bool sync_markers;
 } gw_backend_t;
+
+//  The session calls a backend only through these, which own the defaults
+//  for slots a backend leaves NULL.
+int gw_backend_start (gw_backend_t *self, int *fd_p, char *err, size_t errlen);
+//  -ENOTCONN (reason in err) when the backend has no connect.
+int gw_backend_connect (gw_backend_t *self, int *fd_p, char *err, size_t errlen);
+int gw_backend_kill (gw_backend_t *self);
+int gw_backend_reap (gw_backend_t *self, gw_exit_t *exit_p);
+//  0 when the backend names no process.
+int gw_backend_pid (gw_backend_t *self);
+//  -1 when the backend has no events.
+int gw_backend_event_fd (gw_backend_t *self);
+//  1 when the kernel died, else 0.
+int gw_backend_on_event (gw_backend_t *self);
+//  True when put_chunk and get_chunk are there.
+bool gw_backend_can_move_files (const gw_backend_t *self);
+//  -ENOTSUP with the reason in err when the backend cannot move files.
+int gw_backend_put_chunk (gw_backend_t *self, const char *path, bool append,
+                          const uint8_t *data, size_t len, gw_chunk_fn *done, void *arg,
+                          char *err, size_t errlen);
+int gw_backend_get_chunk (gw_backend_t *self, const char *path, uint64_t offset, size_t len,
+                          gw_chunk_fn *done, void *arg, char *err, size_t errlen);
+void gw_backend_cancel_chunks (gw_backend_t *self);
+const char *gw_backend_name (const gw_backend_t *self);
+bool gw_backend_sync_markers (const gw_backend_t *self);
 
 //  Destroy a backend made by one of the gw_backend_*_new constructors;
 //  nulls *self_p. NULL-safe.

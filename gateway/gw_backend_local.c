@@ -8,6 +8,7 @@
 #include "gw_rundir.h"
 #include "gw_wsfiles.h"
 #include "gw_log.h"
+#include "gw_worker.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -24,6 +25,23 @@
 
 #define S_CHAN_FD 3                             //  the kernel's --fd
 
+//  A file chunk operation, run on the worker thread (gw_backend.h).
+typedef struct {
+    const char *root;                           //  the workspace (the backend's)
+    bool put, append;
+    char *path;
+    uint8_t *data;                              //  put: a copy (the caller may go first)
+    size_t len;
+    uint64_t offset;                            //  get
+    gw_chunk_fn *done;
+    void *arg;
+    int rc;                                     //  results, for done
+    json_t *reply;
+    uint8_t *got;
+    size_t got_len;
+    char err [512];
+} s_chunk_op_t;
+
 typedef struct {
     char *path;                                 //  kernel executable
     char max_frame [16];                        //  --max-frame value
@@ -31,6 +49,7 @@ typedef struct {
     gw_rundir_t *run;                           //  holds workspace/ for this session
     char workspace [4096];                      //  run/workspace; the kernel's outdir below
     char outdir [4200];
+    gw_worker_t *worker;                        //  file chunks, off the reactor
 } s_local_t;
 
 //  --------------------------------------------------------------------------
@@ -149,15 +168,6 @@ fail:
 }
 
 static int
-s_interrupt (void *ctx)
-{
-    s_local_t *self = (s_local_t *) ctx;
-    if (self->pid <= 0)
-        return -ESRCH;
-    return killpg (self->pid, SIGINT) == 0 ? 0 : -errno;
-}
-
-static int
 s_kill (void *ctx)
 {
     s_local_t *self = (s_local_t *) ctx;
@@ -210,6 +220,8 @@ s_pid (void *ctx)
     return (int) ((s_local_t *) ctx)->pid;
 }
 
+static void s_cancel_chunks (void *ctx);
+
 static void
 s_destroy (void *ctx)
 {
@@ -220,23 +232,105 @@ s_destroy (void *ctx)
         s_kill (self);
         waitpid (self->pid, NULL, 0);
     }
+    if (self->worker)
+        s_cancel_chunks (self);
+    gw_worker_destroy (&self->worker);
     gw_rundir_destroy (&self->run);
     free (self->path);
     free (self);
 }
 
-static int
-s_put_file (void *ctx, const char *path, const uint8_t *data, size_t len, json_t **reply_p,
-            char *err, size_t errlen)
+//  --------------------------------------------------------------------------
+//  Files: each chunk runs on its own reactor turn, at most GW_CHUNK_MAX bytes,
+//  so a 256 MiB transfer never holds the reactor.
+
+static void
+s_op_free (void *arg)
 {
-    return gw_wsfiles_put (((s_local_t *) ctx)->workspace, path, data, len, reply_p, err, errlen);
+    s_chunk_op_t *op = arg;
+    json_decref (op->reply);
+    free (op->got);
+    free (op->data);
+    free (op->path);
+    free (op);
+}
+
+//  On the worker thread.
+static void
+s_op_work (void *arg)
+{
+    s_chunk_op_t *op = arg;
+    op->rc = op->put ? gw_wsfiles_put (op->root, op->path, op->append, op->data, op->len,
+                                       &op->reply, op->err, sizeof op->err)
+                     : gw_wsfiles_get (op->root, op->path, op->offset, op->len, &op->got,
+                                       &op->got_len, &op->reply, op->err, sizeof op->err);
+}
+
+//  Back on the reactor.
+static void
+s_op_done (void *arg)
+{
+    s_chunk_op_t *op = arg;
+    op->done (op->arg, op->rc, op->reply, op->got, op->got_len, op->err);
+    s_op_free (op);
 }
 
 static int
-s_get_file (void *ctx, const char *path, size_t max, uint8_t **data_p, size_t *len_p,
-            char *err, size_t errlen)
+s_queue_chunk (s_local_t *self, const s_chunk_op_t *proto)
 {
-    return gw_wsfiles_get (((s_local_t *) ctx)->workspace, path, max, data_p, len_p, err, errlen);
+    s_chunk_op_t *op = malloc (sizeof *op);
+    if (!op)
+        abort ();
+    *op = *proto;
+    op->root = self->workspace;
+    op->data = NULL;
+    if (!(op->path = strdup (proto->path)))
+        abort ();
+    if (proto->put && !(op->data = malloc (proto->len + 1)))
+        abort ();
+    if (proto->put && proto->len)
+        memcpy (op->data, proto->data, proto->len);
+    gw_worker_submit (self->worker, s_op_work, s_op_done, op);
+    return 0;
+}
+
+static int
+s_put_chunk (void *ctx, const char *path, bool append, const uint8_t *data, size_t len,
+             gw_chunk_fn *done, void *arg, char *err, size_t errlen)
+{
+    (void) err, (void) errlen;
+    s_chunk_op_t op = { .put = true, .append = append, .path = (char *) path,
+                        .data = (uint8_t *) data, .len = len, .done = done, .arg = arg };
+    return s_queue_chunk ((s_local_t *) ctx, &op);
+}
+
+static int
+s_get_chunk (void *ctx, const char *path, uint64_t offset, size_t len, gw_chunk_fn *done,
+             void *arg, char *err, size_t errlen)
+{
+    (void) err, (void) errlen;
+    s_chunk_op_t op = { .path = (char *) path, .offset = offset, .len = len, .done = done,
+                        .arg = arg };
+    return s_queue_chunk ((s_local_t *) ctx, &op);
+}
+
+static void
+s_cancel_chunks (void *ctx)
+{
+    gw_worker_cancel (((s_local_t *) ctx)->worker, NULL, s_op_free);
+}
+
+static int
+s_event_fd (void *ctx)
+{
+    return gw_worker_fd (((s_local_t *) ctx)->worker);
+}
+
+static int
+s_on_event (void *ctx)
+{
+    gw_worker_drain (((s_local_t *) ctx)->worker);
+    return 0;
 }
 
 //  A private workspace for the session: never the host's /workspace.
@@ -280,15 +374,17 @@ gw_backend_local_new (const char *kernel_path, uint32_t max_frame, char *err, si
     if (!self || !backend || !(self->path = strdup (kernel_path)))
         abort ();
     snprintf (self->max_frame, sizeof self->max_frame, "%u", max_frame);
+    self->worker = gw_worker_new ();
     if (s_make_workspace (self, err, errlen) < 0) {
         s_destroy (self);
         free (backend);
         return NULL;
     }
     *backend = (gw_backend_t) {
-        .name = "unsafe-local", .start = s_start, .interrupt = s_interrupt,
-        .kill = s_kill, .reap = s_reap, .pid = s_pid, .destroy = s_destroy, .ctx = self,
-        .put_file = s_put_file, .get_file = s_get_file
+        .name = "unsafe-local", .start = s_start, .kill = s_kill, .reap = s_reap,
+        .pid = s_pid, .destroy = s_destroy, .ctx = self, .event_fd = s_event_fd,
+        .on_event = s_on_event, .put_chunk = s_put_chunk, .get_chunk = s_get_chunk,
+        .cancel_chunks = s_cancel_chunks
     };
     return backend;
 }

@@ -1,10 +1,18 @@
-/*  gw_backend_microvm - each session's kernel in its own QEMU microVM. */
+/*  gw_backend_microvm - each session's kernel in its own QEMU microVM.
+
+    Nothing here waits: a restore or a pool take runs on gw_vmstart's
+    thread, a cold boot is a spawn whose ports come up later, and file
+    chunks go to init as requests whose replies come back through the
+    event fd. The event fd is an epoll set of init's port, a timer (init
+    hellos while it boots, chunk deadlines) and gw_vmstart's eventfd.
+*/
 #include "gw_backend_microvm.h"
 #include "gw_init.h"
 #include "gw_log.h"
-#include "gw_pool.h"
-#include "gw_template.h"
-#include "kn_frame.h"
+#include "gw_vmh.h"
+#include "gw_vmstart.h"
+#include "ch_frame.h"
+#include "ch_hello.h"
 
 #include <czmq.h>
 #include <assert.h>
@@ -17,79 +25,237 @@
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
-#include <limits.h>
-#include <time.h>
 #include <unistd.h>
 
-#define S_PORT_WAIT_MS 5000         //  QEMU listens on its ports within ~0.1 s
-#define S_HELLO_EVERY_MS 200        //  init drops what comes before it opens the port
-#define S_CALL_MS 30000             //  file transfer round trip
-#define S_CHUNK (16u << 20)         //  init's get/put chunk
-#define S_RESTORE_MS 5000           //  restore + reseed + handshake, else cold boot
+#define S_TICK_MS 200               //  init hellos while it boots; chunk deadlines
+#define S_CHUNK_MS 60000            //  one chunk's round trip through init (seam: less)
+#define S_NOT_READING "the VM's init is not reading its port"
+
+//  A chunk operation sent (or waiting to be sent) to init.
+typedef struct s_op_t {
+    struct s_op_t *next;
+    char id [37];                   //  its request's msg_id, "" until sent
+    bool put, append;
+    char *path;
+    const uint8_t *data;            //  put: the caller's bytes
+    size_t len;
+    uint64_t offset;
+    int64_t deadline;               //  once sent
+    gw_chunk_fn *done;
+    void *arg;
+} s_op_t;
 
 typedef struct {
     gw_vm_config_t cfg;
-    gw_microvm_opts_t opts;
-    bool build_requested;           //  a background template build was started
-    bool daemon_requested;          //  the pool daemon was started on demand
-    gw_vm_t *vm;                    //  a VM we started (cold boot or restore) ...
-    gw_pool_lease_t *lease;         //  ... or a clone the pool handed us
+    gw_microvm_seam_t seam;         //  the real thing, or a test's mock VMs
+    int64_t chunk_ms;               //  a chunk's deadline after it was sent
+    gw_vmstart_t *starter;          //  pool take or restore, on its own thread
+    bool starting;                  //  a start is with the starter
+    bool stop_start;                //  ... and was killed: end it when it returns
+    gw_vmh_t *vm;                   //  the session's VM, NULL: none
     int kernel_fd;                  //  our connection to the kernel port
     gw_init_t *init;
-    int epfd, timerfd;              //  event fd: init's port + hello timer
+    int epfd, timerfd;              //  event fd: init's port, timer, starter
     bool init_ready;                //  init answered a hello
     bool kernel_alive;              //  started and not reported dead
     bool have_exit;                 //  exit waiting for reap
     gw_exit_t exit;
+    s_op_t *ops;                    //  chunk operations, oldest first
 } s_self_t;
-
-static bool
-s_has_vm (const s_self_t *self)
-{
-    return self->vm || self->lease;
-}
-
-static int
-s_vm_pid (const s_self_t *self)
-{
-    return self->vm ? gw_vm_pid (self->vm) : self->lease ? gw_pool_lease_pid (self->lease) : 0;
-}
-
-static const char *
-s_console (const s_self_t *self)
-{
-    return self->vm ? gw_vm_console_log (self->vm)
-         : self->lease ? gw_pool_lease_console (self->lease) : "?";
-}
-
-static int
-s_vm_kill (s_self_t *self)
-{
-    return self->vm ? gw_vm_kill (self->vm)
-         : self->lease ? gw_pool_lease_kill (self->lease) : -ESRCH;
-}
-
 
 //  ---------------------------------------------------------------------------
 //  Init's port
 
 static void
-s_hello_timer (s_self_t *self, bool on)
+s_timer (s_self_t *self, bool on)
 {
     struct itimerspec it = { { 0, 0 }, { 0, 0 } };
-    if (on) {
-        it.it_value.tv_nsec = it.it_interval.tv_nsec = S_HELLO_EVERY_MS * 1000000L;
-    }
+    if (on)
+        it.it_value.tv_nsec = it.it_interval.tv_nsec = S_TICK_MS * 1000000L;
     timerfd_settime (self->timerfd, 0, &it, NULL);
+}
+
+//  Poll init's port for writing too while its queue holds bytes.
+static void
+s_watch_init (s_self_t *self)
+{
+    if (!self->init)
+        return;
+    struct epoll_event ev = { .events = EPOLLIN
+                              | (gw_init_wants_write (self->init) ? EPOLLOUT : 0) };
+    if (epoll_ctl (self->epfd, EPOLL_CTL_MOD, gw_init_fd (self->init), &ev) < 0)
+        epoll_ctl (self->epfd, EPOLL_CTL_ADD, gw_init_fd (self->init), &ev);
+}
+
+static void
+s_adopt_init (s_self_t *self, gw_init_t **init_p, bool ready)
+{
+    self->init = *init_p;
+    *init_p = NULL;
+    self->init_ready = ready;
+    s_watch_init (self);
+}
+
+static void
+s_drop_init (s_self_t *self)
+{
+    if (self->init) {
+        epoll_ctl (self->epfd, EPOLL_CTL_DEL, gw_init_fd (self->init), NULL);
+        gw_init_destroy (&self->init);
+    }
+    self->init_ready = false;
 }
 
 static void
 s_send_init_hello (s_self_t *self)
 {
-    json_t *c = json_pack ("{s:s, s:i, s:s}", "protocol", "cellvm-init", "version", 1,
-                           "role", "driver");
+    json_t *c = ch_hello_driver (CH_PROTO_INIT, "cellvm-gateway", 0);
     gw_init_send (self->init, "hello", &c, NULL, 0, NULL);
+    s_watch_init (self);
 }
+
+//  ---------------------------------------------------------------------------
+//  File chunks through init
+
+static void
+s_op_end (s_self_t *self, s_op_t *op, int rc, const ch_msg_t *reply, const char *err)
+{
+    s_op_t **pp = &self->ops;
+    while (*pp != op)
+        pp = &(*pp)->next;
+    *pp = op->next;
+    size_t len = 0;
+    const uint8_t *data = reply ? ch_msg_buffer (reply, 0, &len) : NULL;
+    op->done (op->arg, rc, reply ? ch_msg_content (reply) : NULL, data, len, err);
+    free (op->path);
+    free (op);
+}
+
+//  0, or -errno when init's port refuses it (the op is not ended).
+static int
+s_op_send (s_self_t *self, s_op_t *op)
+{
+    json_t *c = op->put ? json_pack ("{s:s, s:b}", "path", op->path, "append", op->append)
+                        : json_pack ("{s:s, s:I, s:I}", "path", op->path, "offset",
+                                     (json_int_t) op->offset, "length", (json_int_t) op->len);
+    int rc = gw_init_send (self->init, op->put ? "put_request" : "get_request", &c,
+                           op->put ? op->data : NULL, op->put ? op->len : 0, op->id);
+    s_watch_init (self);
+    op->deadline = zclock_mono () + self->chunk_ms;
+    return rc;
+}
+
+//  Send what waited for init's hello.
+static void
+s_ops_send_waiting (s_self_t *self)
+{
+    s_op_t *op = self->ops;
+    while (op) {
+        s_op_t *next = op->next;
+        int rc = op->id [0] ? 0 : s_op_send (self, op);
+        if (rc < 0)
+            s_op_end (self, op, rc, NULL, S_NOT_READING);
+        op = next;
+    }
+}
+
+//  A reply from init: is it one a chunk waits for? Then it ends it.
+static bool
+s_op_reply (s_self_t *self, const ch_msg_t *msg)
+{
+    const char *pid = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
+    for (s_op_t *op = self->ops; pid && op; op = op->next)
+        if (op->id [0] && strcmp (op->id, pid) == 0) {
+            json_t *c = ch_msg_content (msg);
+            if (strcmp (json_string_value (json_object_get (c, "status")) ?: "", "ok") == 0)
+                s_op_end (self, op, 0, msg, "");
+            else {
+                char err [600];
+                snprintf (err, sizeof err, "%s: %s",
+                          json_string_value (json_object_get (c, "ename")) ?: "Error",
+                          json_string_value (json_object_get (c, "evalue")) ?: "refused by init");
+                s_op_end (self, op, -EPERM, NULL, err);
+            }
+            return true;
+        }
+    return false;
+}
+
+//  End every chunk now (init is gone, or a deadline passed).
+static void
+s_ops_fail (s_self_t *self, bool expired_only, const char *why)
+{
+    int64_t now = zclock_mono ();
+    s_op_t *op = self->ops;
+    while (op) {
+        s_op_t *next = op->next;
+        if (!expired_only || (op->id [0] && now >= op->deadline))
+            s_op_end (self, op, expired_only ? -ETIMEDOUT : -EPIPE, NULL, why);
+        op = next;
+    }
+}
+
+static int
+s_chunk (s_self_t *self, s_op_t *proto, char *err, size_t errlen)
+{
+    if (!self->vm || !self->init) {
+        snprintf (err, errlen, "the session has no running VM");
+        return -ENOTCONN;
+    }
+    s_op_t *op = malloc (sizeof *op), **pp = &self->ops;
+    if (!op)
+        abort ();
+    *op = *proto;
+    if (!(op->path = strdup (proto->path)))
+        abort ();
+    op->next = NULL;
+    op->id [0] = 0;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = op;
+    s_timer (self, true);                       //  deadlines are checked on it
+    int rc = self->init_ready ? s_op_send (self, op) : 0;
+    if (rc < 0) {                               //  done never runs inside this call
+        *pp = NULL;
+        free (op->path);
+        free (op);
+        snprintf (err, errlen, "%s", S_NOT_READING);
+    }
+    return rc;
+}
+
+static int
+s_put_chunk (void *ctx, const char *path, bool append, const uint8_t *data, size_t len,
+             gw_chunk_fn *done, void *arg, char *err, size_t errlen)
+{
+    s_op_t op = { .put = true, .append = append, .path = (char *) path, .data = data,
+                  .len = len, .done = done, .arg = arg };
+    return s_chunk ((s_self_t *) ctx, &op, err, errlen);
+}
+
+static int
+s_get_chunk (void *ctx, const char *path, uint64_t offset, size_t len, gw_chunk_fn *done,
+             void *arg, char *err, size_t errlen)
+{
+    s_op_t op = { .path = (char *) path, .offset = offset, .len = len, .done = done,
+                  .arg = arg };
+    return s_chunk ((s_self_t *) ctx, &op, err, errlen);
+}
+
+static void
+s_cancel_chunks (void *ctx)
+{
+    s_self_t *self = ctx;
+    while (self->ops) {
+        s_op_t *op = self->ops;
+        self->ops = op->next;
+        free (op->path);
+        free (op);
+    }
+}
+
+//  ---------------------------------------------------------------------------
+//  Init's notices
 
 //  A kernel_exited notice becomes the exit reap will report.
 static void
@@ -99,13 +265,10 @@ s_on_kernel_exited (s_self_t *self, json_t *c)
     json_t *code = json_object_get (c, "exit_code");
     const char *sig = json_string_value (json_object_get (c, "signal"));
     self->exit.exit_code = json_is_integer (code) ? (int) json_integer_value (code) : -1;
-    self->exit.signal = 0;
-    if (sig) {
-        for (int s = 1; s < 65; s++) {
-            const char *ab = sigabbrev_np (s);
-            if (ab && strncmp (sig, "SIG", 3) == 0 && strcmp (sig + 3, ab) == 0)
-                self->exit.signal = s;
-        }
+    for (int s = 1; sig && s < 65; s++) {
+        const char *ab = sigabbrev_np (s);
+        if (ab && strncmp (sig, "SIG", 3) == 0 && strcmp (sig + 3, ab) == 0)
+            self->exit.signal = s;
     }
     self->exit.oom_killed = json_is_true (json_object_get (c, "oom_killed"));
     const char *desc = json_string_value (json_object_get (c, "description"));
@@ -119,34 +282,36 @@ s_on_kernel_exited (s_self_t *self, json_t *c)
 
 //  Handle one message from init. Returns 1 when the kernel died.
 static int
-s_on_init_msg (s_self_t *self, kn_msg_t *msg)
+s_on_init_msg (s_self_t *self, ch_msg_t *msg)
 {
-    const char *type = kn_msg_type (msg);
-    int died = 0;
+    const char *type = ch_msg_type (msg);
+    json_t *c = ch_msg_content (msg);
     if (strcmp (type, "hello") == 0 && !self->init_ready) {
         self->init_ready = true;
-        s_hello_timer (self, false);
-        gw_log (GW_LOG_INFO, "vm.init_ready", "pid=%d", s_vm_pid (self));
+        s_timer (self, self->ops != NULL);
+        gw_log (GW_LOG_INFO, "vm.init_ready", "pid=%d", self->vm ? gw_vmh_pid (self->vm) : 0);
+        s_ops_send_waiting (self);
     }
     else if (strcmp (type, "kernel_exited") == 0) {
         //  A stop we asked for (restart_request) reports the kernel we already
         //  gave up on: never pin it on the kernel that replaces it.
-        if (self->kernel_alive
-        &&  !json_is_true (json_object_get (kn_msg_content (msg), "requested"))) {
-            s_on_kernel_exited (self, kn_msg_content (msg));
-            died = 1;
+        bool requested = json_is_true (json_object_get (c, "requested"));
+        if (self->kernel_alive && !requested) {
+            s_on_kernel_exited (self, c);
+            return 1;
         }
-        else
-            gw_log (GW_LOG_INFO, "vm.kernel_exited_stale", "requested=%s",
-                    json_is_true (json_object_get (kn_msg_content (msg), "requested"))
-                    ? "true" : "false");
+        gw_log (GW_LOG_INFO, "vm.kernel_exited_stale", "requested=%s",
+                requested ? "true" : "false");
     }
-    else if (strcmp (json_string_value (json_object_get (kn_msg_content (msg), "status"))
-                     ?: "ok", "ok") != 0)
+    else if (!s_op_reply (self, msg)
+         &&  strcmp (json_string_value (json_object_get (c, "status")) ?: "ok", "ok") != 0)
         gw_log (GW_LOG_WARN, "vm.init_error", "msg_type=%s ename=%s", type,
-                json_string_value (json_object_get (kn_msg_content (msg), "ename")) ?: "?");
-    return died;
+                json_string_value (json_object_get (c, "ename")) ?: "?");
+    return 0;
 }
+
+//  ---------------------------------------------------------------------------
+//  Events
 
 static void s_try_init (s_self_t *self);
 
@@ -156,209 +321,119 @@ s_event_fd (void *ctx)
     return ((s_self_t *) ctx)->epfd;
 }
 
+//  Init's port closed (QEMU is going) or lies: stop listening to it; the
+//  kernel channel's end of stream and the reap tell the rest.
+static void
+s_init_lost (s_self_t *self, int rc)
+{
+    gw_log (GW_LOG_WARN, "vm.init_lost", "reason=\"%s\"",
+            rc == -EPIPE ? "control port closed" : "malformed input from init");
+    s_drop_init (self);
+    s_ops_fail (self, false, "the VM's init stopped answering");
+    if (rc == -EPROTO && self->vm)
+        gw_vmh_kill (self->vm);
+}
+
+static void
+s_on_tick (s_self_t *self)
+{
+    uint64_t ticks;
+    if (read (self->timerfd, &ticks, sizeof ticks) <= 0)
+        return;
+    if (!self->init_ready && !self->init)
+        s_try_init (self);
+    else if (!self->init_ready)
+        s_send_init_hello (self);
+    char why [80];
+    snprintf (why, sizeof why, "the VM's init did not answer within %g s",
+              (double) self->chunk_ms / 1000);
+    s_ops_fail (self, true, why);
+    if (self->init_ready && !self->ops)
+        s_timer (self, false);
+}
+
 static int
 s_on_event (void *ctx)
 {
     s_self_t *self = ctx;
-    uint64_t ticks;
-    if (read (self->timerfd, &ticks, sizeof ticks) > 0 && !self->init_ready) {
-        if (!self->init)
-            s_try_init (self);
-        else
-            s_send_init_hello (self);
-    }
-    int died = 0, rc = 0;
+    s_on_tick (self);
+    int died = 0, rc = self->init ? gw_init_flush (self->init) : 0;
     while (self->init && rc == 0) {
-        kn_msg_t *msg = NULL;
+        ch_msg_t *msg = NULL;
         rc = gw_init_pump (self->init, &msg);
         if (rc == 0)
             died |= s_on_init_msg (self, msg);
-        kn_msg_destroy (&msg);
+        ch_msg_destroy (&msg);
     }
-    if (rc == -EPIPE || rc == -EPROTO) {
-        //  Init's port closed (QEMU is going) or lies: stop listening to it;
-        //  the kernel channel's end of stream and the reap tell the rest.
-        gw_log (GW_LOG_WARN, "vm.init_lost", "reason=\"%s\"",
-                rc == -EPIPE ? "control port closed" : "malformed frame from init");
-        epoll_ctl (self->epfd, EPOLL_CTL_DEL, gw_init_fd (self->init), NULL);
-        gw_init_destroy (&self->init);
-        if (rc == -EPROTO)
-            s_vm_kill (self);
-    }
+    if (rc == -EPIPE || rc == -EPROTO)
+        s_init_lost (self, rc);
+    s_watch_init (self);
     return died;
 }
 
 //  ---------------------------------------------------------------------------
-//  Start, kill, reap
+//  Start, connect, kill, reap
 
-//  Spawn the VM; its ports come up a little later (s_connect, s_try_init).
-static int
-s_boot (s_self_t *self, char *err, size_t errlen)
-{
-    self->vm = gw_vm_new (&self->cfg, err, errlen);
-    if (!self->vm || gw_vm_start (self->vm, err, errlen) < 0) {
-        gw_vm_destroy (&self->vm);
-        return -EIO;
-    }
-    self->init_ready = false;
-    s_hello_timer (self, true);                 //  also drives connecting init's port
-    gw_log (GW_LOG_INFO, "vm.booting", "pid=%d run_dir=%s", gw_vm_pid (self->vm),
-            gw_vm_run_dir (self->vm));
-    return 0;
-}
-
-//  Connect init's port once QEMU listens on it; say hello.
+//  Connect init's port once a cold-booted QEMU listens on it; say hello.
 static void
 s_try_init (s_self_t *self)
 {
     int ifd = -1;
-    if (self->init || !self->vm || gw_vm_connect_port (self->vm, "init", &ifd) < 0)
+    if (self->init || !self->vm || gw_vmh_connect_port (self->vm, "init", &ifd) < 0)
         return;
-    self->init = gw_init_new (ifd, KN_FRAME_MAX_DEFAULT);
-    struct epoll_event ev = { .events = EPOLLIN };
-    epoll_ctl (self->epfd, EPOLL_CTL_ADD, ifd, &ev);
+    gw_init_t *init = gw_init_new (ifd, CH_FRAME_MAX_DEFAULT);
+    s_adopt_init (self, &init, false);
     s_send_init_hello (self);
 }
 
 static void
 s_drop_vm (s_self_t *self)
 {
-    if (self->init) {
-        epoll_ctl (self->epfd, EPOLL_CTL_DEL, gw_init_fd (self->init), NULL);
-        gw_init_destroy (&self->init);
-    }
-    s_hello_timer (self, false);
+    s_drop_init (self);
+    s_ops_fail (self, false, "the session's VM is gone");
     if (self->kernel_fd >= 0)
         close (self->kernel_fd);
     self->kernel_fd = -1;
-    gw_vm_destroy (&self->vm);
-    gw_pool_lease_destroy (&self->lease);       //  the holder kills the clone
+    gw_vmh_destroy (&self->vm);                 //  a pool clone: its holder kills it
+    s_timer (self, false);
 }
 
-//  No usable template: have one built in the background, once.
-static void
-s_request_build (s_self_t *self)
+//  The real cold boot: a QEMU from the image.
+static gw_vmh_t *
+s_boot_vm (void *arg, const gw_vm_config_t *cfg, char *err, size_t errlen)
 {
-    char log_path [PATH_MAX];
-    if (self->build_requested || !self->opts.build_argv)
-        return;
-    self->build_requested = true;
-    snprintf (log_path, sizeof log_path, "%s/build.log", self->opts.template_dir);
-    int rc = gw_template_build_detached (self->opts.build_argv, log_path);
-    gw_log (rc < 0 ? GW_LOG_WARN : GW_LOG_INFO, "template.build_requested",
-            "dir=%s log=%s rc=%d", self->opts.template_dir, log_path, rc);
+    (void) arg;
+    gw_vm_t *vm = gw_vm_new (cfg, err, errlen);
+    if (!vm || gw_vm_start (vm, err, errlen) < 0) {
+        gw_vm_destroy (&vm);
+        return NULL;
+    }
+    return gw_vmh_from_vm (&vm);
 }
 
-//  Restore a clone of the template, reseed it and redo both handshakes.
-//  Blocks for the restore (~0.3-0.5 s under TCG). 0, or -errno when the
-//  caller should cold-boot instead (the reason is logged).
+//  Spawn a VM from the image; its ports come up a little later.
 static int
-s_restore (s_self_t *self)
+s_boot (s_self_t *self, char *err, size_t errlen)
 {
-    char err [512] = "";
-    int rc = -ENOTSUP;
-    int64_t t0 = zclock_mono ();
-    gw_template_t *t = NULL;
-    if (self->opts.template_dir)
-        t = gw_template_open (self->opts.template_dir, &self->cfg, &rc, err, sizeof err);
-    if (!t) {
-        gw_log (self->opts.template_dir ? GW_LOG_WARN : GW_LOG_INFO, "vm.cold_boot",
-                "reason=\"%s\"", self->opts.template_dir ? err : "templates are off");
-        if (rc == -ENOENT || rc == -ESTALE)
-            s_request_build (self);
-        return rc;
-    }
-    self->vm = gw_template_restore (t, &self->cfg, S_RESTORE_MS, err, sizeof err);
-    int64_t t_run = zclock_mono ();
-    rc = self->vm ? gw_template_reseed (self->vm, S_RESTORE_MS, &self->init, &self->kernel_fd,
-                                        err, sizeof err) : -EIO;
-    if (rc < 0) {
-        gw_log (GW_LOG_WARN, "vm.cold_boot", "reason=\"restoring %s failed: %s\"",
-                gw_template_path (t), err);
-        s_drop_vm (self);
-    }
-    else {
-        struct epoll_event ev = { .events = EPOLLIN };
-        epoll_ctl (self->epfd, EPOLL_CTL_ADD, gw_init_fd (self->init), &ev);
-        self->init_ready = true;
-        gw_log (GW_LOG_INFO, "vm.restored", "pid=%d template=%s running_ms=%lld ready_ms=%lld "
-                "run_dir=%s", gw_vm_pid (self->vm), gw_template_path (t),
-                (long long) (t_run - t0), (long long) (zclock_mono () - t0),
-                gw_vm_run_dir (self->vm));
-    }
-    gw_template_destroy (&t);
-    return rc < 0 ? -EIO : 0;
-}
-
-//  A clone from the pool daemon, already restored and reseeded by its
-//  holder; the host clock is pushed again now (it ran while it waited).
-//  0, or -errno when the caller should restore directly (logged).
-static int
-s_take_from_pool (s_self_t *self)
-{
-    char err [512] = "";
-    if (!self->opts.pool_socket)
-        return -ENOTSUP;
-    int64_t t0 = zclock_mono ();
-    int rc = gw_pool_take (self->opts.pool_socket, 2000, &self->lease, err, sizeof err);
-    if (rc < 0) {
-        gw_log (GW_LOG_INFO, "vm.pool_miss", "socket=%s reason=\"%s\"", self->opts.pool_socket,
-                err);
-        if ((rc == -ENOENT || rc == -ECONNREFUSED) && self->opts.pool_argv
-        &&  !self->daemon_requested) {
-            self->daemon_requested = true;      //  on demand; this session restores itself
-            char log_path [PATH_MAX];
-            snprintf (log_path, sizeof log_path, "%s/pool.log", self->opts.template_dir);
-            gw_template_build_detached (self->opts.pool_argv, log_path);
-            gw_log (GW_LOG_INFO, "pool.daemon_started", "log=%s", log_path);
-        }
-        return rc;
-    }
-    self->kernel_fd = gw_pool_lease_take_kernel_fd (self->lease);
-    self->init = gw_init_new (gw_pool_lease_take_init_fd (self->lease), KN_FRAME_MAX_DEFAULT);
-    struct timespec now;
-    clock_gettime (CLOCK_REALTIME, &now);
-    json_t *c = json_pack ("{s:f}", "time", (double) now.tv_sec + now.tv_nsec / 1e9);
-    gw_init_send (self->init, "set_time_request", &c, NULL, 0, NULL);
-    struct epoll_event ev = { .events = EPOLLIN };
-    epoll_ctl (self->epfd, EPOLL_CTL_ADD, gw_init_fd (self->init), &ev);
-    self->init_ready = true;
-    gw_log (GW_LOG_INFO, "vm.from_pool", "pid=%d run_dir=%s ms=%lld", s_vm_pid (self),
-            gw_pool_lease_run_dir (self->lease), (long long) (zclock_mono () - t0));
+    gw_vmh_t *vm = (self->seam.boot ? self->seam.boot : s_boot_vm) (self->seam.arg, &self->cfg,
+                                                                     err, errlen);
+    if (!vm)
+        return -EIO;
+    gw_log (GW_LOG_INFO, "vm.booting", "pid=%d run_dir=%s", gw_vmh_pid (vm),
+            gw_vmh_run_dir (vm));
+    self->vm = vm;
+    self->init_ready = false;
+    s_timer (self, true);                       //  also drives connecting init's port
     return 0;
 }
 
 static int
-s_start (void *ctx, int *fd_p, char *err, size_t errlen)
+s_dup_kernel_fd (s_self_t *self, int *fd_p, char *err, size_t errlen)
 {
-    s_self_t *self = ctx;
-    if (!s_has_vm (self) && (s_take_from_pool (self) == 0 || s_restore (self) == 0)) {
-        self->kernel_alive = true;
-        self->have_exit = false;
-        *fd_p = fcntl (self->kernel_fd, F_DUPFD_CLOEXEC, 3);
-        return *fd_p < 0 ? -errno : 0;
-    }
-    if (!s_has_vm (self)) {
-        if (s_boot (self, err, errlen) < 0)
-            return -EIO;
-        *fd_p = -1;                             //  s_connect hands it over
-        self->kernel_alive = true;
-        self->have_exit = false;
-        return 0;
-    }
-    else {
-        json_t *c = json_object ();
-        if (!self->init || gw_init_send (self->init, "restart_request", &c, NULL, 0, NULL) < 0) {
-            snprintf (err, errlen, "the VM's init does not answer; it will be replaced");
-            s_drop_vm (self);
-            return -EIO;
-        }
-        gw_log (GW_LOG_INFO, "vm.kernel_restart", "pid=%d", s_vm_pid (self));
-    }
     *fd_p = fcntl (self->kernel_fd, F_DUPFD_CLOEXEC, 3);
     if (*fd_p < 0) {
         snprintf (err, errlen, "dup: %s", strerror (errno));
-        return -errno;
+        return -EIO;
     }
     self->kernel_alive = true;
     self->have_exit = false;
@@ -366,57 +441,98 @@ s_start (void *ctx, int *fd_p, char *err, size_t errlen)
 }
 
 static int
+s_start (void *ctx, int *fd_p, char *err, size_t errlen)
+{
+    s_self_t *self = ctx;
+    *fd_p = -1;
+    self->stop_start = false;                   //  a start killed in flight goes on
+    if (!self->vm) {                            //  the starter reports to s_connect
+        if (!self->starting && gw_vmstart_begin (self->starter) < 0) {
+            snprintf (err, errlen, "a VM start is already under way");
+            return -EBUSY;
+        }
+        self->starting = true;
+        self->kernel_alive = true;
+        self->have_exit = false;
+        return 0;
+    }
+    json_t *c = json_object ();
+    int rc = self->init ? gw_init_send (self->init, "restart_request", &c, NULL, 0, NULL) : -EPIPE;
+    json_decref (c);                            //  NULL once sent
+    if (rc < 0) {
+        snprintf (err, errlen, "the VM's init does not answer; it will be replaced");
+        s_drop_vm (self);
+        return -EIO;
+    }
+    s_watch_init (self);
+    gw_log (GW_LOG_INFO, "vm.kernel_restart", "pid=%d", gw_vmh_pid (self->vm));
+    return s_dup_kernel_fd (self, fd_p, err, errlen);
+}
+
+//  The starter ended: adopt its VM, or cold-boot.
+static int
+s_take_start (s_self_t *self, char *err, size_t errlen)
+{
+    gw_vmstart_result_t res = { .kernel_fd = -1 };
+    int rc = gw_vmstart_take (self->starter, &res);
+    if (rc == -EAGAIN)
+        return -EAGAIN;
+    self->starting = false;
+    if (rc == 0) {
+        self->vm = res.vm;
+        self->kernel_fd = res.kernel_fd;
+        s_adopt_init (self, &res.init, true);
+        return 0;
+    }
+    return s_boot (self, err, errlen) < 0 ? -EIO : -EAGAIN;
+}
+
+static int
 s_connect (void *ctx, int *fd_p, char *err, size_t errlen)
 {
     s_self_t *self = ctx;
+    int rc = self->starting ? s_take_start (self, err, errlen) : 0;
+    if (rc < 0)
+        return rc;
     if (!self->vm)
         return -ECHILD;
     if (self->kernel_fd < 0) {
-        int rc = gw_vm_connect_port (self->vm, "kernel", &self->kernel_fd);
+        rc = gw_vmh_connect_port (self->vm, "kernel", &self->kernel_fd);
         if (rc == -EAGAIN)
             return -EAGAIN;
         if (rc < 0) {
             snprintf (err, errlen, "the VM did not open its kernel port (%s); see %s",
-                      strerror (-rc), gw_vm_console_log (self->vm));
+                      strerror (-rc), gw_vmh_console (self->vm));
             return rc;
         }
-        gw_log (GW_LOG_INFO, "vm.kernel_port", "pid=%d", gw_vm_pid (self->vm));
+        gw_log (GW_LOG_INFO, "vm.kernel_port", "pid=%d", gw_vmh_pid (self->vm));
     }
     s_try_init (self);
-    *fd_p = fcntl (self->kernel_fd, F_DUPFD_CLOEXEC, 3);
-    return *fd_p < 0 ? -errno : 0;
+    return s_dup_kernel_fd (self, fd_p, err, errlen);
 }
 
 static int
 s_kill (void *ctx)
 {
     s_self_t *self = ctx;
-    if (!s_has_vm (self))
-        return -ESRCH;
+    if (!self->vm && self->starting)
+        self->stop_start = true;                //  a start in flight: reap ends it
+    if (!self->vm)
+        return self->starting ? 0 : -ESRCH;
     json_t *c = json_pack ("{s:s}", "signal", "SIGKILL");
     //  Kill only the kernel (its whole cgroup); the VM and /workspace stay.
     if (self->init && self->init_ready
-    &&  gw_init_send (self->init, "kill_request", &c, NULL, 0, NULL) == 0)
-        return 0;
-    json_decref (c);
-    return s_vm_kill (self);
-}
-
-static int
-s_reap (void *ctx, gw_exit_t *exit_p)
-{
-    s_self_t *self = ctx;
-    if (!s_has_vm (self))
-        return -ECHILD;
-    if (self->have_exit) {
-        *exit_p = self->exit;
-        self->have_exit = false;
+    &&  gw_init_send (self->init, "kill_request", &c, NULL, 0, NULL) == 0) {
+        s_watch_init (self);
         return 0;
     }
-    int status;
-    if ((self->vm ? gw_vm_reap (self->vm, &status)
-                  : gw_pool_lease_reap (self->lease, &status)) < 0)
-        return -EAGAIN;
+    json_decref (c);
+    return gw_vmh_kill (self->vm);
+}
+
+static void
+s_vm_died (s_self_t *self, int status, gw_exit_t *exit_p)
+{
     memset (exit_p, 0, sizeof *exit_p);
     exit_p->vm_died = true;
     exit_p->exit_code = WIFEXITED (status) ? WEXITSTATUS (status) : -1;
@@ -426,9 +542,40 @@ s_reap (void *ctx, gw_exit_t *exit_p)
               "VM is starting", exit_p->signal ? "killed by signal" : "exited with status",
               exit_p->signal ? exit_p->signal : exit_p->exit_code);
     gw_log (GW_LOG_ERROR, "vm.died", "exit_code=%d signal=%d console=%s", exit_p->exit_code,
-            exit_p->signal, s_console (self));
+            exit_p->signal, gw_vmh_console (self->vm));
     s_drop_vm (self);
     self->kernel_alive = false;
+}
+
+static int
+s_reap (void *ctx, gw_exit_t *exit_p)
+{
+    s_self_t *self = ctx;
+    if (self->starting && self->stop_start) {
+        gw_vmstart_result_t res = { .kernel_fd = -1 };
+        int rc = gw_vmstart_take (self->starter, &res);
+        if (rc == -EAGAIN)
+            return -EAGAIN;
+        self->starting = self->stop_start = false;
+        gw_vmh_destroy (&res.vm);
+        gw_init_destroy (&res.init);
+        if (res.kernel_fd >= 0)
+            close (res.kernel_fd);
+        memset (exit_p, 0, sizeof *exit_p);
+        snprintf (exit_p->detail, sizeof exit_p->detail, "The VM was stopped before it was ready");
+        return 0;
+    }
+    if (!self->vm)
+        return self->starting ? -EAGAIN : -ECHILD;
+    if (self->have_exit) {
+        *exit_p = self->exit;
+        self->have_exit = false;
+        return 0;
+    }
+    int status;
+    if (gw_vmh_reap (self->vm, &status) < 0)
+        return -EAGAIN;
+    s_vm_died (self, status, exit_p);
     return 0;
 }
 
@@ -436,125 +583,7 @@ static int
 s_pid (void *ctx)
 {
     s_self_t *self = ctx;
-    return s_vm_pid (self);
-}
-
-//  ---------------------------------------------------------------------------
-//  Files in and out of /workspace, through init
-
-//  Notices read during a blocking call wait in gw_init's queue: fire the
-//  timer once so the reactor comes back for them.
-static void
-s_poke (s_self_t *self)
-{
-    struct itimerspec it = { { 0, 0 }, { 0, 1 } };
-    if (self->init_ready)
-        timerfd_settime (self->timerfd, 0, &it, NULL);
-}
-
-//  Wait until init has answered a hello (it boots ~3 s after QEMU).
-static int
-s_wait_init (s_self_t *self)
-{
-    for (int i = 0; i < 60 && self->init && !self->init_ready; i++) {
-        json_t *c = json_pack ("{s:s, s:i, s:s}", "protocol", "cellvm-init", "version", 1,
-                               "role", "driver");
-        kn_msg_t *reply = NULL;
-        if (gw_init_call (self->init, "hello", &c, NULL, 0, 250, &reply) == 0) {
-            s_on_init_msg (self, reply);
-            s_hello_timer (self, false);
-        }
-        kn_msg_destroy (&reply);
-    }
-    return self->init_ready ? 0 : -EHOSTDOWN;
-}
-
-//  A call to init with the error in words. Takes *content_p.
-static int
-s_call (s_self_t *self, const char *type, json_t **content_p, const uint8_t *buf,
-        size_t len, kn_msg_t **reply_p, char *err, size_t errlen)
-{
-    int rc = s_wait_init (self);
-    if (rc == 0)
-        rc = gw_init_call (self->init, type, content_p, buf, len, S_CALL_MS, reply_p);
-    json_decref (content_p ? *content_p : NULL);
-    s_poke (self);
-    if (rc < 0) {
-        snprintf (err, errlen, "the VM's init did not answer %s (%s)", type, strerror (-rc));
-        return rc;
-    }
-    json_t *c = kn_msg_content (*reply_p);
-    if (strcmp (json_string_value (json_object_get (c, "status")) ?: "", "ok") != 0) {
-        snprintf (err, errlen, "%s: %s", json_string_value (json_object_get (c, "ename")) ?: "Error",
-                  json_string_value (json_object_get (c, "evalue")) ?: "refused by init");
-        kn_msg_destroy (reply_p);
-        return -EPERM;
-    }
-    return 0;
-}
-
-static int
-s_put_file (void *ctx, const char *path, const uint8_t *data, size_t len, json_t **reply_p,
-            char *err, size_t errlen)
-{
-    s_self_t *self = ctx;
-    size_t off = 0;
-    kn_msg_t *reply = NULL;
-    do {
-        size_t n = len - off < S_CHUNK ? len - off : S_CHUNK;
-        json_t *c = json_pack ("{s:s, s:b}", "path", path, "append", off > 0);
-        kn_msg_destroy (&reply);
-        int rc = s_call (self, "put_request", &c, data + off, n, &reply, err, errlen);
-        if (rc < 0)
-            return rc;
-        off += n;
-    } while (off < len);
-    *reply_p = json_deep_copy (kn_msg_content (reply));
-    kn_msg_destroy (&reply);
-    return 0;
-}
-
-static int
-s_get_file (void *ctx, const char *path, size_t max, uint8_t **data_p, size_t *len_p,
-            char *err, size_t errlen)
-{
-    s_self_t *self = ctx;
-    uint8_t *data = NULL;
-    size_t have = 0;
-    bool eof = false;
-    while (!eof) {
-        kn_msg_t *reply = NULL;
-        json_t *c = json_pack ("{s:s, s:I, s:I}", "path", path, "offset", (json_int_t) have,
-                               "length", (json_int_t) S_CHUNK);
-        int rc = s_call (self, "get_request", &c, NULL, 0, &reply, err, errlen);
-        if (rc < 0) {
-            free (data);
-            return rc;
-        }
-        json_t *rc_c = kn_msg_content (reply);
-        json_int_t size = json_integer_value (json_object_get (rc_c, "size"));
-        eof = json_is_true (json_object_get (rc_c, "eof"));
-        size_t blen = 0;
-        const uint8_t *b = kn_msg_buffer (reply, 0, &blen);
-        if ((size_t) size > max || have + blen > max) {
-            snprintf (err, errlen, "file is %" JSON_INTEGER_FORMAT " bytes, over the %zu-byte cap",
-                      size, max);
-            kn_msg_destroy (&reply);
-            free (data);
-            return -EFBIG;
-        }
-        data = realloc (data, have + blen + 1);
-        if (!data)
-            abort ();
-        if (blen)
-            memcpy (data + have, b, blen);
-        have += blen;
-        eof = eof || blen == 0;
-        kn_msg_destroy (&reply);
-    }
-    *data_p = data;
-    *len_p = have;
-    return 0;
+    return self->vm ? gw_vmh_pid (self->vm) : 0;
 }
 
 //  ---------------------------------------------------------------------------
@@ -570,6 +599,8 @@ s_destroy (void *ctx)
         json_t *c = json_object ();    //  let the guest sync its disk; we kill anyway
         gw_init_send (self->init, "shutdown_request", &c, NULL, 0, NULL);
     }
+    s_cancel_chunks (self);
+    gw_vmstart_destroy (&self->starter);
     s_drop_vm (self);
     if (self->epfd >= 0)
         close (self->epfd);
@@ -578,10 +609,33 @@ s_destroy (void *ctx)
     free (self);
 }
 
-gw_backend_t *
-gw_backend_microvm_new (const gw_vm_config_t *cfg, char *err, size_t errlen)
+//  The accelerator, chosen once, with its reason in the log.
+static int
+s_choose_accel (s_self_t *self, char *err, size_t errlen)
 {
-    return gw_backend_microvm_new_opts (cfg, NULL, err, errlen);
+    if (self->cfg.accel == GW_ACCEL_AUTO) {
+        gw_accel_probe_t probe;
+        char why [256];
+        gw_accel_probe (&probe);
+        int acc = gw_accel_choose (GW_ACCEL_AUTO, &probe, why, sizeof why);
+        if (acc < 0) {
+            snprintf (err, errlen, "%s", why);
+            return -ENODEV;
+        }
+        self->cfg.accel = (gw_accel_t) acc;
+        gw_log (GW_LOG_INFO, "vm.accel", "choice=%s reason=\"%s\"",
+                gw_accel_name (self->cfg.accel), why);
+    }
+    if (!self->cfg.tsc_khz)
+        self->cfg.tsc_khz = gw_accel_tsc_khz ();
+    return 0;
+}
+
+static int
+s_watch (int epfd, int fd)
+{
+    struct epoll_event ev = { .events = EPOLLIN };
+    return fd >= 0 && epoll_ctl (epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -errno;
 }
 
 gw_backend_t *
@@ -595,35 +649,27 @@ gw_backend_microvm_new_opts (const gw_vm_config_t *cfg, const gw_microvm_opts_t 
         abort ();
     self->cfg = *cfg;
     if (opts)
-        self->opts = *opts;
+        self->seam = opts->seam;
+    self->chunk_ms = self->seam.chunk_ms ? self->seam.chunk_ms : S_CHUNK_MS;
     self->kernel_fd = -1;
     self->epfd = epoll_create1 (EPOLL_CLOEXEC);
     self->timerfd = timerfd_create (CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    struct epoll_event ev = { .events = EPOLLIN };
-    if (self->epfd < 0 || self->timerfd < 0
-    ||  epoll_ctl (self->epfd, EPOLL_CTL_ADD, self->timerfd, &ev) < 0) {
+    if (self->epfd < 0 || s_watch (self->epfd, self->timerfd) < 0) {
         snprintf (err, errlen, "epoll/timerfd: %s", strerror (errno));
         goto fail;
     }
-    if (self->cfg.accel == GW_ACCEL_AUTO) {
-        gw_accel_probe_t probe;
-        char why [256];
-        gw_accel_probe (&probe);
-        int acc = gw_accel_choose (GW_ACCEL_AUTO, &probe, why, sizeof why);
-        if (acc < 0) {
-            snprintf (err, errlen, "%s", why);
-            goto fail;
-        }
-        self->cfg.accel = (gw_accel_t) acc;
-        gw_log (GW_LOG_INFO, "vm.accel", "choice=%s reason=\"%s\"", gw_accel_name (self->cfg.accel), why);
+    if (s_choose_accel (self, err, errlen) < 0)
+        goto fail;
+    self->starter = gw_vmstart_new (&self->cfg, opts);
+    if (s_watch (self->epfd, gw_vmstart_fd (self->starter)) < 0) {
+        snprintf (err, errlen, "epoll: %s", strerror (errno));
+        goto fail;
     }
-    if (!self->cfg.tsc_khz)
-        self->cfg.tsc_khz = gw_accel_tsc_khz ();
     *be = (gw_backend_t) {
-        .name = "microvm", .start = s_start, .connect = s_connect, .interrupt = NULL, .kill = s_kill,
+        .name = "microvm", .start = s_start, .connect = s_connect, .kill = s_kill,
         .reap = s_reap, .pid = s_pid, .destroy = s_destroy, .ctx = self,
         .sync_markers = true, .event_fd = s_event_fd, .on_event = s_on_event,
-        .put_file = s_put_file, .get_file = s_get_file,
+        .put_chunk = s_put_chunk, .get_chunk = s_get_chunk, .cancel_chunks = s_cancel_chunks,
     };
     return be;
 fail:

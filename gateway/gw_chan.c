@@ -5,7 +5,8 @@
     ours while poll() says the fd is quiet.
 */
 #include "gw_chan.h"
-#include "kn_frame.h"
+#include "ch_asm.h"
+#include "ch_io.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define S_READ_CHUNK 65536
@@ -21,15 +21,10 @@
 struct _gw_chan_t {
     int fd;                                     //  owned
     uint32_t max_frame;                         //  cap on one frame, both ways
-    size_t max_msg;                             //  cap on JSON + buffers, incoming
-    size_t max_out;                             //  cap on queued outgoing bytes
-    kn_frame_dec_t *dec;                        //  incoming frames
-    kn_msg_t *pending;                          //  JSON seen, waiting for buffers
-    size_t pending_size;                        //  bytes of pending so far
-    uint8_t *out;                               //  queued outgoing bytes
-    size_t out_pos, out_len, out_cap;           //  sent / queued / allocated
+    ch_asm_t *asm_;                             //  incoming, capped at max_msg
+    ch_outq_t *out;                             //  outgoing, capped at max_out
     bool dead;                                  //  a write failed: peer gone
-    char why [160];                             //  reason of the last bad input
+    char why [192];                             //  reason of the last bad input
 };
 
 gw_chan_t *
@@ -41,11 +36,9 @@ gw_chan_new (int fd, uint32_t max_frame, size_t max_msg, size_t max_out)
         abort ();
     self->fd = fd;
     self->max_frame = max_frame;
-    self->max_msg = max_msg;
-    self->max_out = max_out ? max_out : 4 * max_msg;
-    self->dec = kn_frame_dec_new (max_frame);
-    if (!self->dec)
-        abort ();
+    ch_limits_t lim = { .max_frame = max_frame, .max_msg = max_msg };
+    self->asm_ = ch_asm_new (&lim);
+    self->out = ch_outq_new (max_frame, max_out ? max_out : 4 * max_msg);
     int flags = fcntl (fd, F_GETFL);
     if (flags >= 0)
         fcntl (fd, F_SETFL, flags | O_NONBLOCK);
@@ -61,9 +54,8 @@ gw_chan_destroy (gw_chan_t **self_p)
     if (!self)
         return;
     close (self->fd);
-    kn_frame_dec_destroy (&self->dec);
-    kn_msg_destroy (&self->pending);
-    free (self->out);
+    ch_asm_destroy (&self->asm_);
+    ch_outq_destroy (&self->out);
     free (self);
     *self_p = NULL;
 }
@@ -72,8 +64,7 @@ void
 gw_chan_hunt (gw_chan_t *self)
 {
     assert (self);
-    kn_frame_dec_hunt (self->dec);
-    kn_msg_destroy (&self->pending);
+    ch_asm_hunt (self->asm_);
 }
 
 int
@@ -87,177 +78,53 @@ bool
 gw_chan_wants_write (const gw_chan_t *self)
 {
     assert (self);
-    return !self->dead && self->out_pos < self->out_len;
+    return !self->dead && ch_outq_bytes (self->out) > 0;
 }
 
 //  --------------------------------------------------------------------------
 //  Outgoing.
 
-//  Make room for n more bytes, compacting first. -ENOBUFS past max_out.
-static int
-s_reserve (gw_chan_t *self, size_t n)
-{
-    if (self->out_pos > 0) {
-        memmove (self->out, self->out + self->out_pos, self->out_len - self->out_pos);
-        self->out_len -= self->out_pos;
-        self->out_pos = 0;
-    }
-    if (n > self->max_out || self->out_len > self->max_out - n)
-        return -ENOBUFS;
-    if (self->out_len + n <= self->out_cap)
-        return 0;
-    size_t cap = self->out_cap ? self->out_cap : 65536;
-    while (cap < self->out_len + n)
-        cap *= 2;
-    uint8_t *out = realloc (self->out, cap);
-    if (!out)
-        abort ();
-    self->out = out;
-    self->out_cap = cap;
-    return 0;
-}
-
-static void
-s_put_frame (gw_chan_t *self, const void *data, size_t len)
-{
-    kn_frame_encode_header (self->out + self->out_len, len, self->max_frame);
-    memcpy (self->out + self->out_len + KN_FRAME_HDR, data, len);
-    self->out_len += KN_FRAME_HDR + len;
-}
-
-//  Total bytes msg takes on the wire, or 0 when a frame is out of range.
-static size_t
-s_wire_size (const gw_chan_t *self, size_t json_len, const kn_msg_t *msg)
-{
-    size_t total = KN_FRAME_HDR + json_len;
-    if (json_len == 0 || json_len > self->max_frame)
-        return 0;
-    for (size_t i = 0; i < kn_msg_nbuffers (msg); i++) {
-        size_t len = 0;
-        kn_msg_buffer (msg, i, &len);
-        if (len == 0 || len > self->max_frame)
-            return 0;                           //  an empty buffer cannot be framed
-        total += KN_FRAME_HDR + len;
-    }
-    return total;
-}
-
 int
-gw_chan_send (gw_chan_t *self, const kn_msg_t *msg)
+gw_chan_send (gw_chan_t *self, const ch_msg_t *msg)
 {
     assert (self && msg);
     if (self->dead)
         return -EPIPE;
-    size_t json_len = 0;
-    char *json = kn_msg_encode (msg, &json_len);
-    size_t total = s_wire_size (self, json_len, msg);
-    int rc = total ? s_reserve (self, total) : -EMSGSIZE;
-    if (rc < 0)
-        goto done;
-    s_put_frame (self, json, json_len);
-    for (size_t i = 0; i < kn_msg_nbuffers (msg); i++) {
-        size_t len = 0;
-        const uint8_t *buf = kn_msg_buffer (msg, i, &len);
-        s_put_frame (self, buf, len);
-    }
-    rc = gw_chan_flush (self);
-done:
-    free (json);
-    return rc;
+    int rc = ch_outq_put (self->out, msg, false);
+    return rc < 0 ? rc : gw_chan_flush (self);
 }
 
 int
 gw_chan_flush (gw_chan_t *self)
 {
     assert (self);
-    while (!self->dead && self->out_pos < self->out_len) {
-        ssize_t n = send (self->fd, self->out + self->out_pos,
-                          self->out_len - self->out_pos, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        if (n < 0 && errno == ENOTSOCK)         //  a pipe or a device, not a socket
-            n = write (self->fd, self->out + self->out_pos, self->out_len - self->out_pos);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-            return 0;
-        if (n <= 0)
-            self->dead = true;
-        else
-            self->out_pos += (size_t) n;
-    }
-    if (self->out_pos == self->out_len)
-        self->out_pos = self->out_len = 0;
+    if (!self->dead && ch_outq_flush (self->out, self->fd) < 0)
+        self->dead = true;
     return self->dead ? -EPIPE : 0;
 }
 
 //  --------------------------------------------------------------------------
 //  Incoming.
 
-//  One complete frame: the JSON of a message, or one of its buffers. Sets
-//  *ready_p to the message once it is complete.
-static int
-s_take_frame (gw_chan_t *self, uint8_t **frame_p, size_t len, kn_msg_t **ready_p,
-              const char **why)
-{
-    *ready_p = NULL;
-    if (self->pending) {
-        self->pending_size += len;
-        if (self->pending_size > self->max_msg)
-            goto too_big;
-        kn_msg_add_buffer (self->pending, frame_p, len);
-        if (kn_msg_nbuffers (self->pending) == kn_msg_nbuffers_expected (self->pending)) {
-            *ready_p = self->pending;
-            self->pending = NULL;
-        }
-        return 0;
-    }
-    if (len > self->max_msg)
-        goto too_big;
-    kn_msg_t *msg = NULL;
-    if (kn_msg_decode (*frame_p, len, &msg, self->why, sizeof self->why) < 0) {
-        *why = self->why;
-        return -EBADMSG;
-    }
-    if (kn_msg_nbuffers_expected (msg) == 0)
-        *ready_p = msg;
-    else {
-        self->pending = msg;
-        self->pending_size = len;
-    }
-    return 0;
-too_big:
-    snprintf (self->why, sizeof self->why, "message larger than the %zu-byte limit",
-              self->max_msg);
-    *why = self->why;
-    return -EMSGSIZE;
-}
-
-//  Feed n bytes through the decoder, handing out every complete message.
+//  Feed n bytes through the assembler, handing out every complete message.
 static int
 s_feed (gw_chan_t *self, const uint8_t *data, size_t n, gw_chan_msg_fn *on_msg,
         void *arg, const char **why)
 {
-    size_t used = 0;
-    while (used < n) {
-        long k = kn_frame_dec_feed (self->dec, data + used, n - used);
-        if (k < 0) {
-            snprintf (self->why, sizeof self->why, "frame length %u is out of range 1..%u",
-                      kn_frame_dec_bad_length (self->dec), self->max_frame);
+    size_t off = 0;
+    while (off < n) {
+        size_t used = 0;
+        ch_msg_t *msg = NULL;
+        int rc = ch_asm_feed (self->asm_, data + off, n - off, &used, &msg);
+        off += used;
+        if (rc < 0) {
+            snprintf (self->why, sizeof self->why, "%s", ch_asm_why (self->asm_));
             *why = self->why;
-            return -EPROTO;
+            return rc;
         }
-        used += (size_t) k;
-        if (!kn_frame_dec_ready (self->dec))
-            continue;
-        size_t len = 0;
-        uint8_t *frame = kn_frame_dec_take (self->dec, &len);
-        kn_msg_t *msg = NULL;
-        int rc = s_take_frame (self, &frame, len, &msg, why);
-        free (frame);
-        if (rc == 0 && msg)
+        if (msg)
             rc = on_msg (arg, &msg);
-        kn_msg_destroy (&msg);
+        ch_msg_destroy (&msg);
         if (rc != 0)
             return rc;
     }

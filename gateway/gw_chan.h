@@ -1,6 +1,6 @@
 /*  gw_chan - the gateway's end of the cellvm channel, non-blocking.
 
-    Frames (kernel/kn_frame) of channel messages (kernel/kn_msg) over one
+    Frames and messages of the channel library (channel/ch_asm, ch_io) over one
     file descriptor, driven by the reactor: gw_chan_read when the fd is
     readable, gw_chan_flush when it is writable and gw_chan_wants_write says
     so. Nothing here blocks.
@@ -17,13 +17,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kn_msg.h"
+#include "ch_msg.h"
 
 typedef struct _gw_chan_t gw_chan_t;
 
 //  Called for each complete message; takes *msg_p. Return 0 to go on, or
 //  non-zero to stop reading (gw_chan_read then returns that value).
-typedef int (gw_chan_msg_fn) (void *arg, kn_msg_t **msg_p);
+typedef int (gw_chan_msg_fn) (void *arg, ch_msg_t **msg_p);
 
 //  Wrap fd, taking ownership (closed on destroy); makes it non-blocking.
 //  max_out caps the bytes queued for the peer (0: 4 * max_msg).
@@ -42,7 +42,7 @@ int gw_chan_fd (const gw_chan_t *self);
 //  Queue msg (JSON frame + buffer frames) and try to write it out. Returns
 //  0; -EMSGSIZE when a frame exceeds max_frame; -ENOBUFS when the queue is
 //  full (the peer stopped reading); -EPIPE once the peer is gone.
-int gw_chan_send (gw_chan_t *self, const kn_msg_t *msg);
+int gw_chan_send (gw_chan_t *self, const ch_msg_t *msg);
 
 //  True while bytes wait for the fd to become writable.
 bool gw_chan_wants_write (const gw_chan_t *self);

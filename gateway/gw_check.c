@@ -5,6 +5,7 @@
     the spec. Fields not listed are allowed and passed through.
 */
 #include "gw_check.h"
+#include "ch_hello.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -83,13 +84,13 @@ s_in_list (const char *const *list, const char *name)
 }
 
 bool
-gw_check_client_type (kn_channel_t channel, const char *msg_type)
+gw_check_client_type (ch_channel_t channel, const char *msg_type)
 {
     assert (msg_type);
     switch (channel) {
-        case KN_CH_SHELL: return s_in_list (s_shell_requests, msg_type);
-        case KN_CH_CONTROL: return s_in_list (s_control_requests, msg_type);
-        case KN_CH_STDIN: return s_in_list (s_stdin_replies, msg_type);
+        case CH_SHELL: return s_in_list (s_shell_requests, msg_type);
+        case CH_CONTROL: return s_in_list (s_control_requests, msg_type);
+        case CH_STDIN: return s_in_list (s_stdin_replies, msg_type);
         default: return false;
     }
 }
@@ -217,43 +218,31 @@ s_check_values (const char *type, const json_t *content, char *why, size_t whyle
 }
 
 int
-gw_check_kernel_msg (const kn_msg_t *msg, char *why, size_t whylen)
+gw_check_kernel_msg (const ch_msg_t *msg, char *why, size_t whylen)
 {
     assert (msg && why);
-    kn_channel_t ch = kn_msg_channel (msg);
-    const char *type = kn_msg_type (msg);
-    const s_schema_t *table = ch == KN_CH_IOPUB ? s_iopub
-                            : ch == KN_CH_STDIN ? s_stdin
-                            : ch == KN_CH_CELLVM ? s_cellvm : s_replies;
+    ch_channel_t ch = ch_msg_channel (msg);
+    const char *type = ch_msg_type (msg);
+    const s_schema_t *table = ch == CH_IOPUB ? s_iopub
+                            : ch == CH_STDIN ? s_stdin
+                            : ch == CH_CELLVM ? s_cellvm : s_replies;
     const s_schema_t *schema = s_find (table, type);
     if (!schema) {
         snprintf (why, whylen, "msg_type %.64s is not allowed on channel %s",
-                  type, kn_channel_name (ch));
+                  type, ch_channel_name (ch));
         return -EBADMSG;
     }
-    json_t *content = kn_msg_content (msg);
+    json_t *content = ch_msg_content (msg);
     if (s_check_fields (content, schema->fields, why, whylen) < 0)
         return -EBADMSG;
-    if (ch != KN_CH_CELLVM && s_check_values (type, content, why, whylen) < 0)
+    if (ch != CH_CELLVM && s_check_values (type, content, why, whylen) < 0)
         return -EBADMSG;
     return 0;
 }
 
 int
-gw_check_hello (const kn_msg_t *msg, char *why, size_t whylen)
+gw_check_hello (const ch_msg_t *msg, char *why, size_t whylen)
 {
     assert (msg && why);
-    json_t *content = kn_msg_content (msg);
-    const char *protocol = json_string_value (json_object_get (content, "protocol"));
-    json_t *version = json_object_get (content, "version");
-    const char *role = json_string_value (json_object_get (content, "role"));
-    if (!protocol || strcmp (protocol, "cellvm-channel") != 0)
-        snprintf (why, whylen, "hello names another protocol");
-    else if (!json_is_integer (version) || json_integer_value (version) != 1)
-        snprintf (why, whylen, "hello has channel version other than 1");
-    else if (!role || strcmp (role, "kernel") != 0)
-        snprintf (why, whylen, "hello does not come from a kernel");
-    else
-        return 0;
-    return -EPROTO;
+    return ch_hello_check (ch_msg_content (msg), CH_PROTO_CHANNEL, "kernel", why, whylen);
 }

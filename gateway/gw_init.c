@@ -1,7 +1,13 @@
-/*  gw_init - the host side of the guest init's control port. */
+/*  gw_init - the host side of the guest init's control port.
+
+    Assembly and caps (ch_asm) and the output queue (ch_outq) are the
+    channel library's. Sending never blocks: a request is queued and
+    written as the port takes it (gw_init_flush when the fd is writable).
+*/
 #include "gw_init.h"
 #include "gw_log.h"
-#include "kn_frame.h"
+#include "ch_asm.h"
+#include "ch_io.h"
 
 #include <czmq.h>
 #include <assert.h>
@@ -10,20 +16,19 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 typedef struct s_node_t {
-    kn_msg_t *msg;
+    ch_msg_t *msg;
     struct s_node_t *next;
 } s_node_t;
 
 struct _gw_init_t {
     int fd;
     uint32_t max_frame;
-    kn_frame_dec_t *dec;
-    kn_msg_t *pending;          //  envelope waiting for its buffers
+    ch_asm_t *asm_;             //  from init, capped at GW_INIT_MAX_MSG
+    ch_outq_t *out;             //  to init, capped at GW_INIT_MAX_OUT
+    bool dead;                  //  a write failed: the port is gone
     s_node_t *head, *tail;      //  read during a call, not yet pumped
     char session [37];
     uint8_t rbuf [65536];       //  read but not yet fed
@@ -38,8 +43,10 @@ gw_init_new (int fd, uint32_t max_frame)
         abort ();
     self->fd = fd;
     self->max_frame = max_frame;
-    self->dec = kn_frame_dec_new (max_frame);
-    kn_uuid4 (self->session);
+    ch_limits_t lim = { .max_frame = max_frame, .max_msg = GW_INIT_MAX_MSG };
+    self->asm_ = ch_asm_new (&lim);
+    self->out = ch_outq_new (max_frame, GW_INIT_MAX_OUT);
+    ch_uuid4 (self->session);
     fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) | O_NONBLOCK);
     return self;
 }
@@ -54,11 +61,11 @@ gw_init_destroy (gw_init_t **self_p)
     while (self->head) {
         s_node_t *n = self->head;
         self->head = n->next;
-        kn_msg_destroy (&n->msg);
+        ch_msg_destroy (&n->msg);
         free (n);
     }
-    kn_msg_destroy (&self->pending);
-    kn_frame_dec_destroy (&self->dec);
+    ch_asm_destroy (&self->asm_);
+    ch_outq_destroy (&self->out);
     if (self->fd >= 0)
         close (self->fd);
     free (self);
@@ -71,36 +78,20 @@ gw_init_fd (const gw_init_t *self)
     return self->fd;
 }
 
-//  Write everything, waiting on POLLOUT (the fd is non-blocking).
-static int
-s_write_all (int fd, const uint8_t *p, size_t n)
+bool
+gw_init_wants_write (const gw_init_t *self)
 {
-    while (n > 0) {
-        ssize_t w = write (fd, p, n);
-        if (w < 0 && errno == EAGAIN) {
-            struct pollfd pf = { fd, POLLOUT, 0 };
-            if (poll (&pf, 1, 5000) <= 0)
-                return -ETIMEDOUT;
-            continue;
-        }
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -EPIPE;
-        p += w;
-        n -= (size_t) w;
-    }
-    return 0;
+    assert (self);
+    return !self->dead && ch_outq_bytes (self->out) > 0;
 }
 
-static int
-s_write_frame (gw_init_t *self, const void *data, size_t len)
+int
+gw_init_flush (gw_init_t *self)
 {
-    uint8_t hdr [KN_FRAME_HDR];
-    if (kn_frame_encode_header (hdr, len, self->max_frame) < 0)
-        return -EMSGSIZE;
-    int rc = s_write_all (self->fd, hdr, sizeof hdr);
-    return rc ? rc : s_write_all (self->fd, data, len);
+    assert (self);
+    if (!self->dead && ch_outq_flush (self->out, self->fd) < 0)
+        self->dead = true;
+    return self->dead ? -EPIPE : 0;
 }
 
 int
@@ -108,58 +99,25 @@ gw_init_send (gw_init_t *self, const char *msg_type, json_t **content_p,
               const uint8_t *buf, size_t buflen, char *id_out)
 {
     assert (self && msg_type);
-    kn_msg_t *msg = kn_msg_new (KN_CH_CELLVM, msg_type, NULL, content_p, self->session);
+    ch_msg_t *msg = ch_msg_new (CH_CELLVM, msg_type, NULL, content_p, self->session);
     if (buf && buflen) {
         uint8_t *copy = malloc (buflen);
         if (!copy)
             abort ();
         memcpy (copy, buf, buflen);
-        kn_msg_add_buffer (msg, &copy, buflen);
+        ch_msg_add_buffer (msg, &copy, buflen);
     }
     if (id_out)
-        strcpy (id_out, kn_msg_id (msg));
-    size_t len;
-    char *text = kn_msg_encode (msg, &len);
-    int rc = s_write_frame (self, text, len);
-    if (rc == 0 && buf && buflen)
-        rc = s_write_frame (self, buf, buflen);
-    free (text);
-    kn_msg_destroy (&msg);
-    return rc;
-}
-
-//  Feed bytes; a complete message comes out in *msg_p.
-static int
-s_feed (gw_init_t *self, const uint8_t *data, size_t n, size_t *used, kn_msg_t **msg_p)
-{
-    while (*used < n && !*msg_p) {
-        long k = kn_frame_dec_feed (self->dec, data + *used, n - *used);
-        if (k < 0)
-            return -EPROTO;
-        *used += (size_t) k;
-        if (!kn_frame_dec_ready (self->dec))
-            continue;
-        size_t len;
-        uint8_t *frame = kn_frame_dec_take (self->dec, &len);
-        char why [128];
-        if (self->pending)
-            kn_msg_add_buffer (self->pending, &frame, len);
-        else if (kn_msg_decode (frame, len, &self->pending, why, sizeof why) < 0)
-            gw_log (GW_LOG_WARN, "init.drop", "reason=\"%s\"", why);
-        free (frame);
-        if (self->pending && kn_msg_nbuffers (self->pending)
-                             == kn_msg_nbuffers_expected (self->pending)) {
-            *msg_p = self->pending;
-            self->pending = NULL;
-        }
-    }
-    return 0;
+        strcpy (id_out, ch_msg_id (msg));
+    int rc = self->dead ? -EPIPE : ch_outq_put (self->out, msg, false);
+    ch_msg_destroy (&msg);
+    return rc < 0 ? rc : gw_init_flush (self);
 }
 
 //  One message from the fd, without blocking: 0 + msg, -EAGAIN, -EPIPE,
 //  -EPROTO. Bytes past the message stay in rbuf for the next call.
 static int
-s_read_one (gw_init_t *self, kn_msg_t **msg_p)
+s_read_one (gw_init_t *self, ch_msg_t **msg_p)
 {
     *msg_p = NULL;
     while (!*msg_p) {
@@ -175,16 +133,21 @@ s_read_one (gw_init_t *self, kn_msg_t **msg_p)
             self->rlen = (size_t) r;
         }
         size_t used = 0;
-        int rc = s_feed (self, self->rbuf + self->rpos, self->rlen - self->rpos, &used, msg_p);
+        int rc = ch_asm_feed (self->asm_, self->rbuf + self->rpos, self->rlen - self->rpos,
+                              &used, msg_p);
         self->rpos += used;
+        if (rc == -EPROTO || rc == -EMSGSIZE) {
+            gw_log (GW_LOG_WARN, "init.bad_input", "reason=\"%s\"", ch_asm_why (self->asm_));
+            return -EPROTO;                     //  init breaks its own caps: distrust it
+        }
         if (rc < 0)
-            return rc;
+            gw_log (GW_LOG_WARN, "init.drop", "reason=\"%s\"", ch_asm_why (self->asm_));
     }
     return 0;
 }
 
 int
-gw_init_pump (gw_init_t *self, kn_msg_t **msg_p)
+gw_init_pump (gw_init_t *self, ch_msg_t **msg_p)
 {
     assert (self && msg_p);
     if (self->head) {
@@ -199,7 +162,7 @@ gw_init_pump (gw_init_t *self, kn_msg_t **msg_p)
 }
 
 static void
-s_keep (gw_init_t *self, kn_msg_t **msg_p)
+s_keep (gw_init_t *self, ch_msg_t **msg_p)
 {
     s_node_t *n = calloc (1, sizeof *n);
     if (!n)
@@ -214,16 +177,18 @@ s_keep (gw_init_t *self, kn_msg_t **msg_p)
 }
 
 int
-gw_init_wait (gw_init_t *self, const char *id, int timeout_ms, kn_msg_t **reply_p)
+gw_init_wait (gw_init_t *self, const char *id, int timeout_ms, ch_msg_t **reply_p)
 {
     assert (self && id && reply_p);
     *reply_p = NULL;
     int64_t deadline = zclock_mono () + timeout_ms;
     while (true) {
-        kn_msg_t *msg = NULL;
+        if (gw_init_flush (self) < 0)
+            return -EPIPE;
+        ch_msg_t *msg = NULL;
         int rc = s_read_one (self, &msg);
         if (rc == 0) {
-            const char *pid = json_string_value (json_object_get (kn_msg_parent (msg), "msg_id"));
+            const char *pid = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
             if (pid && strcmp (pid, id) == 0) {
                 *reply_p = msg;
                 return 0;
@@ -234,14 +199,15 @@ gw_init_wait (gw_init_t *self, const char *id, int timeout_ms, kn_msg_t **reply_
         int64_t left = deadline - zclock_mono ();
         if (rc != -EAGAIN || left <= 0)
             return rc == -EAGAIN ? -ETIMEDOUT : rc;
-        struct pollfd pf = { self->fd, POLLIN, 0 };
+        short ev = (short) (POLLIN | (gw_init_wants_write (self) ? POLLOUT : 0));
+        struct pollfd pf = { self->fd, ev, 0 };
         poll (&pf, 1, (int) left);
     }
 }
 
 int
 gw_init_call (gw_init_t *self, const char *msg_type, json_t **content_p,
-              const uint8_t *buf, size_t buflen, int timeout_ms, kn_msg_t **reply_p)
+              const uint8_t *buf, size_t buflen, int timeout_ms, ch_msg_t **reply_p)
 {
     assert (self && reply_p);
     char id [37];

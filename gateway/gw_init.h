@@ -1,21 +1,29 @@
 /*  gw_init - the host side of the guest init's control port (docs/init.md).
 
-    Frames and envelopes as on the kernel channel. Reading is non-blocking
-    (gw_init_pump from the reactor); a few requests need their answer before
-    the caller can go on (file transfer), and gw_init_call waits for those
+    Frames and envelopes as on the kernel channel (the channel library).
+    Nothing here blocks the reactor: gw_init_send queues (gw_init_flush
+    writes more when the fd is writable, as gw_init_wants_write asks), and
+    gw_init_pump reads what is there. Drivers off the reactor (the template
+    builder, the pool's holder) may wait: gw_init_call and gw_init_wait do,
     with a deadline, keeping any notice that arrives meanwhile.
 
-    The guest is untrusted: frames are bounded, replies are matched by
-    msg_id, anything else is logged and dropped.
+    The guest is untrusted: every message is capped (GW_INIT_MAX_MSG, JSON
+    and buffers together; a bigger one is a broken stream, -EPROTO),
+    replies are matched by msg_id, anything else is logged and dropped.
 */
 #ifndef GW_INIT_H
 #define GW_INIT_H
 
-#include "kn_msg.h"
+#include "ch_msg.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+//  The largest message init may send: a get_reply carries one 16 MiB chunk.
+#define GW_INIT_MAX_MSG (20u << 20)
+//  The most we queue for init: a few put chunks.
+#define GW_INIT_MAX_OUT (80u << 20)
 
 typedef struct _gw_init_t gw_init_t;
 
@@ -25,24 +33,31 @@ void gw_init_destroy (gw_init_t **self_p);
 
 int gw_init_fd (const gw_init_t *self);
 
-//  Send a request (or the hello) with an optional buffer; takes *content_p.
-//  id_out (37 bytes) gets its msg_id when not NULL. 0, or -EPIPE.
+//  Queue a request (or the hello) with an optional buffer, copied; takes
+//  *content_p. id_out (37 bytes) gets its msg_id when not NULL. 0, -EPIPE,
+//  -ENOBUFS (the queue is full: init stopped reading), -EMSGSIZE.
 int gw_init_send (gw_init_t *self, const char *msg_type, json_t **content_p,
                   const uint8_t *buf, size_t buflen, char *id_out);
+
+//  True while queued bytes wait for the fd to become writable.
+bool gw_init_wants_write (const gw_init_t *self);
+
+//  Write what the fd takes now. 0, or -EPIPE.
+int gw_init_flush (gw_init_t *self);
 
 //  Read what is there. Returns 0 and *msg_p for each complete message (call
 //  again until -EAGAIN), -EPIPE when the port closed (QEMU gone), -EPROTO
 //  on a broken stream.
-int gw_init_pump (gw_init_t *self, kn_msg_t **msg_p);
+int gw_init_pump (gw_init_t *self, ch_msg_t **msg_p);
 
 //  Send a request and wait up to timeout_ms for its reply. Other messages
 //  read meanwhile are queued and come out of gw_init_pump later. 0 and
 //  *reply_p, -ETIMEDOUT, -EPIPE, -EPROTO.
 int gw_init_call (gw_init_t *self, const char *msg_type, json_t **content_p,
-                  const uint8_t *buf, size_t buflen, int timeout_ms, kn_msg_t **reply_p);
+                  const uint8_t *buf, size_t buflen, int timeout_ms, ch_msg_t **reply_p);
 
 //  The second half of gw_init_call: wait for the reply to a request sent
 //  as id (from gw_init_send). Same returns.
-int gw_init_wait (gw_init_t *self, const char *id, int timeout_ms, kn_msg_t **reply_p);
+int gw_init_wait (gw_init_t *self, const char *id, int timeout_ms, ch_msg_t **reply_p);
 
 #endif

@@ -1,22 +1,18 @@
-/*  gw_pool - a warm pool of restored clones, and how a gateway takes one.
+/*  gw_pool - how a gateway takes a clone from the warm pool.
 
     Kernelspec launches start one gateway per kernel, so the pool has its own
-    long-lived owner: `cellvm-gateway --pool-daemon --pool N`, which keeps N
-    clones restored (and reseeded) ahead of need and hands one to each
-    gateway that asks over a unix socket. A clone is used once.
+    long-lived owner: `cellvm-gateway --pool-daemon --pool N` (gw_poold),
+    which keeps N clones restored (and reseeded) ahead of need and hands one
+    to each gateway that asks over a unix socket. A clone is used once.
 
-    Who owns a clone's QEMU. Each clone lives under a *holder*: a process
-    the daemon forks per clone, which restores the clone (so QEMU's
-    PR_SET_PDEATHSIG is tied to the holder, not the daemon) and then waits.
-    On hand-out the daemon passes the gateway's connection to the holder
-    (SCM_RIGHTS) and forgets the clone; the holder sends the gateway the
-    connected kernel and init ports (SCM_RIGHTS) and QEMU's pid, and from
-    then on that connection is the clone's lifeline: the gateway closing it
-    (exit, crash, SIGKILL) makes the holder kill QEMU and delete the run
-    dir; QEMU exiting makes the holder send its wait status and go. So the
-    daemon dying takes no running session with it, and a session's VM never
-    outlives its gateway. Holders of clones not yet handed out die with the
-    daemon (their socket to it closes) and take their clone along.
+    Each clone lives under a holder process (gw_poold.h). On hand-out the
+    daemon passes the gateway's connection to the holder and forgets the
+    clone; the holder sends the gateway the connected kernel and init ports
+    (SCM_RIGHTS) and QEMU's pid, and from then on that connection is the
+    clone's lifeline: the gateway closing it (exit, crash, SIGKILL) makes
+    the holder kill QEMU and delete the run dir; QEMU exiting makes the
+    holder send its wait status and go. So the daemon dying takes no running
+    session with it, and a session's VM never outlives its gateway.
 
     Protocol on the daemon socket: the gateway sends "take\n"; it gets back
     one JSON line, {"ok": true, "pid": QEMU, "run_dir": ..., "console": ...}
@@ -34,20 +30,8 @@
 
 typedef struct _gw_pool_lease_t gw_pool_lease_t;
 
-typedef struct {
-    const char *template_dir;                   //  templates (gw_template)
-    const char *socket_path;                    //  where the daemon listens
-    unsigned size;                              //  clones kept ready
-    unsigned budget_mib;                        //  host memory the pool may use (PSS)
-    unsigned idle_s;                            //  exit after this long unused, 0: never
-} gw_pool_opts_t;
-
 //  The daemon socket for cfg: /var/tmp/cellvm-<uid>/pool-<template key>.sock.
 int gw_pool_socket_path (const gw_vm_config_t *cfg, char *out, size_t cap);
-
-//  Run the daemon until SIGTERM/SIGINT (or idle_s without a hand-out).
-//  cfg must have accel resolved. Returns the process exit code.
-int gw_pool_daemon_run (const gw_vm_config_t *cfg, const gw_pool_opts_t *opts);
 
 //  Ask the daemon at socket_path for a clone. 0 and *lease_p; -ECONNREFUSED
 //  or -ENOENT when no daemon runs; -EAGAIN when it has none ready; other

@@ -59,21 +59,21 @@ gw_reqs_destroy (gw_reqs_t **self_p)
 }
 
 gw_req_t *
-gw_reqs_add (gw_reqs_t *self, const kn_msg_t *msg, gw_frames_t **ids_p)
+gw_reqs_add (gw_reqs_t *self, const ch_msg_t *msg, gw_frames_t **ids_p)
 {
     assert (self && msg);
     gw_req_t *req = calloc (1, sizeof *req);
-    if (!req || !(req->msg_id = strdup (kn_msg_id (msg))))
+    if (!req || !(req->msg_id = strdup (ch_msg_id (msg))))
         abort ();
-    json_t *content = kn_msg_content (msg);
-    req->channel = kn_msg_channel (msg);
+    json_t *content = ch_msg_content (msg);
+    req->channel = ch_msg_channel (msg);
     req->ids = ids_p ? *ids_p : NULL;
     if (ids_p)
         *ids_p = NULL;
     req->own = !req->ids;
-    req->header = json_deep_copy (kn_msg_header (msg));
-    gw_check_reply_type (kn_msg_type (msg), req->reply_type, sizeof req->reply_type);
-    req->execute = strcmp (kn_msg_type (msg), "execute_request") == 0;
+    req->header = json_deep_copy (ch_msg_header (msg));
+    gw_check_reply_type (ch_msg_type (msg), req->reply_type, sizeof req->reply_type);
+    req->execute = strcmp (ch_msg_type (msg), "execute_request") == 0;
     req->allow_stdin = json_is_true (json_object_get (content, "allow_stdin"));
     req->restart = json_is_true (json_object_get (content, "restart"));
     zlistx_add_end (self->live, req);

@@ -17,13 +17,13 @@
 #include <stdint.h>
 
 #include "gw_wire.h"
-#include "kn_msg.h"
+#include "ch_msg.h"
 
 #define GW_REQS_RECENT 64
 
 typedef struct {
     char *msg_id;                               //  the request's header.msg_id
-    kn_channel_t channel;                       //  shell or control
+    ch_channel_t channel;                       //  shell or control
     gw_frames_t *ids;                           //  client identities, NULL for our own
     json_t *header;                             //  as the client sent it: every parent_header
     char reply_type [64];                       //  expected reply, "" for none (comm_*)
@@ -33,7 +33,8 @@ typedef struct {
     bool restart;                               //  shutdown_request content.restart
     bool sent;                                  //  handed to the current kernel
     bool busy;                                  //  its busy has gone out
-    bool replied;                               //  its reply has gone out
+    bool replied;                               //  its reply came from the kernel
+    bool held;                                  //  ... and waits for its artifacts
     bool interrupted;                           //  the cell timeout interrupted it
     int64_t busy_at, interrupted_at;            //  zclock_mono ms
 } gw_req_t;
@@ -45,7 +46,7 @@ void gw_reqs_destroy (gw_reqs_t **self_p);
 
 //  Add an entry for request msg (copied from); takes *ids_p (NULL: the
 //  gateway's own request). Returns the entry, owned by the table.
-gw_req_t *gw_reqs_add (gw_reqs_t *self, const kn_msg_t *msg, gw_frames_t **ids_p);
+gw_req_t *gw_reqs_add (gw_reqs_t *self, const ch_msg_t *msg, gw_frames_t **ids_p);
 
 //  The outstanding entry for msg_id, or NULL.
 gw_req_t *gw_reqs_find (gw_reqs_t *self, const char *msg_id);

@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -21,10 +23,12 @@
 #define S_TICK_MS 20                            //  session timers
 #define S_MAX_FRAMES 256                        //  frames in one client message
 #define S_DRAIN_MAX 64                          //  messages per socket event
+#define S_TRANSPORT_MAX (1024u << 20)           //  ZeroMQ's cut for one frame
+#define S_ADOPT_MIN (64u << 10)                 //  buffers this big are not copied
 
 struct _gw_server_t {
     zloop_t *loop;                              //  the reactor
-    zsock_t *socks [KN_CH_COUNT];               //  shell, control, stdin, iopub (by channel)
+    zsock_t *socks [CH_COUNT];               //  shell, control, stdin, iopub (by channel)
     gw_heartbeat_t *hb;                         //  echo actor
     gw_wire_t *wire;                            //  verify and sign
     gw_session_t *session;                      //  the kernel and its requests
@@ -34,36 +38,104 @@ struct _gw_server_t {
     bool chan_polled;                           //  chan_item is registered
     zmq_pollitem_t backend_item;                //  the backend's event fd as registered
     bool backend_polled;                        //  backend_item is registered
+    size_t max_msg;                             //  the cap on client messages
+    int64_t slow_ms;                            //  watchdog: log turns over this, 0: off
 };
+
+//  --------------------------------------------------------------------------
+//  The watchdog: with CELLVM_WATCHDOG_MS set, a reactor turn that takes
+//  longer is logged with its cause (docs/gateway.md). The tests set it to 50
+//  and fail on any such line.
+
+static int64_t
+s_turn_begin (gw_server_t *self)
+{
+    return self->slow_ms > 0 ? zclock_usecs () : 0;
+}
+
+static void
+s_turn_end (gw_server_t *self, int64_t t0, const char *cause, const char *detail)
+{
+    if (self->slow_ms <= 0)
+        return;
+    int64_t ms = (zclock_usecs () - t0) / 1000;
+    if (ms > self->slow_ms)
+        gw_log (GW_LOG_WARN, "reactor.slow", "ms=%lld cause=%s detail=%.64s", (long long) ms,
+                cause, detail ? detail : "-");
+}
 
 //  --------------------------------------------------------------------------
 //  Outgoing: the session's emit callback.
 
+//  ZeroMQ releases a buffer it was handed without a copy.
 static void
-s_emit (void *arg, kn_channel_t ch, const gw_frames_t *ids, const kn_msg_t *msg)
+s_free_plain (void *data, void *hint)
+{
+    (void) hint;
+    free (data);
+}
+
+static void
+s_free_zframe (void *data, void *hint)
+{
+    (void) data;
+    zframe_t *frame = hint;
+    zframe_destroy (&frame);
+}
+
+//  The message's buffers go out as they are, moved into ZeroMQ (no copy).
+static int
+s_send_buffers (void *handle, ch_msg_t *msg)
+{
+    size_t n = ch_msg_nbuffers (msg);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = 0;
+        ch_free_fn *free_fn = NULL;
+        void *hint = NULL;
+        uint8_t *data = ch_msg_take_buffer (msg, i, &len, &free_fn, &hint);
+        zmq_msg_t part;
+        if (data && len)
+            zmq_msg_init_data (&part, data, len, free_fn ? free_fn : s_free_plain, hint);
+        else {
+            ch_buf_release (data, free_fn, hint);
+            zmq_msg_init (&part);
+        }
+        if (zmq_msg_send (&part, handle, ZMQ_DONTWAIT | (i + 1 < n ? ZMQ_SNDMORE : 0)) < 0) {
+            zmq_msg_close (&part);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void
+s_emit (void *arg, ch_channel_t ch, const gw_frames_t *ids, ch_msg_t *msg)
 {
     gw_server_t *self = (gw_server_t *) arg;
-    assert (ch < KN_CH_CELLVM && self->socks [ch]);
-    gw_frames_t *frames = gw_wire_encode (self->wire, ids, msg);
+    assert (ch < CH_CELLVM && self->socks [ch]);
+    gw_frames_t *frames = gw_wire_encode_head (self->wire, ids, msg);
     if (!frames) {
         gw_log (GW_LOG_ERROR, "client.send_failed", "channel=%s reason=\"cannot sign\"",
-                kn_channel_name (ch));
+                ch_channel_name (ch));
         return;
     }
     void *handle = zsock_resolve (self->socks [ch]);
     size_t n = gw_frames_size (frames);
-    for (size_t i = 0; i < n; i++) {
+    bool more = ch_msg_nbuffers (msg) > 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
         const gw_frame_t *f = gw_frames_get (frames, i);
-        int flags = ZMQ_DONTWAIT | (i + 1 < n ? ZMQ_SNDMORE : 0);
-        if (zmq_send (handle, f->data, f->size, flags) < 0) {
-            gw_log (GW_LOG_WARN, "client.send_failed", "channel=%s msg_type=%s reason=\"%s\"",
-                    kn_channel_name (ch), kn_msg_type (msg), zmq_strerror (zmq_errno ()));
-            break;
-        }
+        int flags = ZMQ_DONTWAIT | (i + 1 < n || more ? ZMQ_SNDMORE : 0);
+        rc = zmq_send (handle, f->data, f->size, flags) < 0 ? -1 : 0;
     }
+    if (rc == 0 && more)
+        rc = s_send_buffers (handle, msg);
+    if (rc < 0)
+        gw_log (GW_LOG_WARN, "client.send_failed", "channel=%s msg_type=%s reason=\"%s\"",
+                ch_channel_name (ch), ch_msg_type (msg), zmq_strerror (zmq_errno ()));
     if (gw_log_enabled (GW_LOG_DEBUG))
-        gw_log (GW_LOG_DEBUG, "client.send", "channel=%s msg_type=%s", kn_channel_name (ch),
-                kn_msg_type (msg));
+        gw_log (GW_LOG_DEBUG, "client.send", "channel=%s msg_type=%s", ch_channel_name (ch),
+                ch_msg_type (msg));
     gw_frames_destroy (&frames);
 }
 
@@ -117,6 +189,7 @@ s_on_chan (zloop_t *loop, zmq_pollitem_t *item, void *arg)
 {
     (void) loop;
     gw_server_t *self = (gw_server_t *) arg;
+    int64_t t0 = s_turn_begin (self);
     //  A timer may have replaced the channel since this poll: stale events
     //  for a closed fd must not reach the new one.
     if (item->fd == gw_session_fd (self->session)) {
@@ -125,7 +198,9 @@ s_on_chan (zloop_t *loop, zmq_pollitem_t *item, void *arg)
         if ((item->revents & ZMQ_POLLOUT) && item->fd == gw_session_fd (self->session))
             gw_session_writable (self->session);
     }
-    return s_sync (self);
+    int rc = s_sync (self);
+    s_turn_end (self, t0, "kernel.channel", NULL);
+    return rc;
 }
 
 static int
@@ -133,9 +208,24 @@ s_on_backend (zloop_t *loop, zmq_pollitem_t *item, void *arg)
 {
     (void) loop;
     gw_server_t *self = (gw_server_t *) arg;
+    int64_t t0 = s_turn_begin (self);
     if (item->fd == gw_session_backend_fd (self->session))
         gw_session_backend_event (self->session);
-    return s_sync (self);
+    int rc = s_sync (self);
+    s_turn_end (self, t0, "backend.event", NULL);
+    return rc;
+}
+
+static int
+s_on_worker (zloop_t *loop, zmq_pollitem_t *item, void *arg)
+{
+    (void) loop, (void) item;
+    gw_server_t *self = (gw_server_t *) arg;
+    int64_t t0 = s_turn_begin (self);
+    gw_session_worker_event (self->session);
+    int rc = s_sync (self);
+    s_turn_end (self, t0, "worker.done", NULL);
+    return rc;
 }
 
 static int
@@ -144,13 +234,16 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
     (void) loop;
     (void) timer_id;
     gw_server_t *self = (gw_server_t *) arg;
+    int64_t t0 = s_turn_begin (self);
     if (self->parent && kill (self->parent, 0) < 0 && errno == ESRCH) {
         gw_log (GW_LOG_WARN, "gateway.orphaned", "parent=%d action=shutdown", self->parent);
         self->parent = 0;
         gw_session_shutdown (self->session);
     }
     gw_session_tick (self->session);
-    return s_sync (self);
+    int rc = s_sync (self);
+    s_turn_end (self, t0, "tick", NULL);
+    return rc;
 }
 
 static int
@@ -175,14 +268,47 @@ s_on_signal (zloop_t *loop, zmq_pollitem_t *item, void *arg)
 //  --------------------------------------------------------------------------
 //  Incoming client messages.
 
+//  A request over --max-msg whose envelope verifies: answer it in words,
+//  so the client is not left waiting. 0 when answered.
+static int
+s_refuse_oversize (gw_server_t *self, ch_channel_t ch, const gw_frame_t *frames, size_t n)
+{
+    ch_msg_t *msg = NULL;
+    gw_frames_t *ids = NULL;
+    if (gw_wire_decode_envelope (self->wire, ch, frames, n, &msg, &ids, NULL) < 0)
+        return -EBADMSG;
+    char why [512];
+    snprintf (why, sizeof why, "The request is %zu bytes, over the gateway's %zu-byte message "
+              "limit (--max-msg). Send large files in parts below the limit: one "
+              "cellvm_put_request per part, with {\"append\": true} on every part after the "
+              "first.", gw_wire_size (frames, n), self->max_msg);
+    gw_session_refuse (self->session, &ids, &msg, why);
+    return 0;
+}
+
+//  Frames the decoder adopted as buffers now belong to msg: out of zmsg.
 static void
-s_handle_client (gw_server_t *self, kn_channel_t ch, zmsg_t *zmsg)
+s_release_adopted (zmsg_t *zmsg, const gw_frame_t *frames, size_t n, const ch_msg_t *msg)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!frames [i].owner)
+            continue;
+        for (size_t b = 0; b < ch_msg_nbuffers (msg); b++)
+            if (ch_msg_buffer (msg, b, NULL) == frames [i].data) {
+                zmsg_remove (zmsg, frames [i].owner);
+                break;
+            }
+    }
+}
+
+static void
+s_handle_client (gw_server_t *self, ch_channel_t ch, zmsg_t *zmsg)
 {
     static uint8_t empty [1];
     size_t n = zmsg_size (zmsg);
     if (n > S_MAX_FRAMES) {
         gw_log (GW_LOG_WARN, "client.drop", "channel=%s reason=\"too many frames\" frames=%zu",
-                kn_channel_name (ch), n);
+                ch_channel_name (ch), n);
         return;
     }
     gw_frame_t frames [S_MAX_FRAMES];
@@ -190,16 +316,20 @@ s_handle_client (gw_server_t *self, kn_channel_t ch, zmsg_t *zmsg)
     for (zframe_t *f = zmsg_first (zmsg); f; f = zmsg_next (zmsg), i++) {
         frames [i].data = zframe_size (f) ? zframe_data (f) : empty;
         frames [i].size = zframe_size (f);
+        frames [i].owner = zframe_size (f) >= S_ADOPT_MIN ? f : NULL;
     }
-    kn_msg_t *msg = NULL;
+    ch_msg_t *msg = NULL;
     gw_frames_t *ids = NULL;
     const char *why = NULL;
     int rc = gw_wire_decode (self->wire, ch, frames, n, &msg, &ids, &why);
+    if (rc == -EMSGSIZE && s_refuse_oversize (self, ch, frames, n) == 0)
+        return;
     if (rc < 0) {
         gw_log (GW_LOG_WARN, "client.drop", "channel=%s reason=\"%s\" frames=%zu",
-                kn_channel_name (ch), why ? why : "malformed", n);
+                ch_channel_name (ch), why ? why : "malformed", n);
         return;
     }
+    s_release_adopted (zmsg, frames, n, msg);
     gw_session_request (self->session, &ids, &msg);
 }
 
@@ -208,14 +338,16 @@ s_on_client (zloop_t *loop, zsock_t *sock, void *arg)
 {
     (void) loop;
     gw_server_t *self = (gw_server_t *) arg;
-    kn_channel_t ch = sock == self->socks [KN_CH_SHELL] ? KN_CH_SHELL
-                    : sock == self->socks [KN_CH_CONTROL] ? KN_CH_CONTROL : KN_CH_STDIN;
+    ch_channel_t ch = sock == self->socks [CH_SHELL] ? CH_SHELL
+                    : sock == self->socks [CH_CONTROL] ? CH_CONTROL : CH_STDIN;
     for (int i = 0; i < S_DRAIN_MAX && (zsock_events (sock) & ZMQ_POLLIN); i++) {
+        int64_t t0 = s_turn_begin (self);
         zmsg_t *zmsg = zmsg_recv (sock);
         if (!zmsg)
             break;
         s_handle_client (self, ch, zmsg);
         zmsg_destroy (&zmsg);
+        s_turn_end (self, t0, "client.request", ch_channel_name (ch));
         if (gw_session_finished (self->session))
             break;
     }
@@ -226,33 +358,35 @@ s_on_client (zloop_t *loop, zsock_t *sock, void *arg)
 //  Construction.
 
 static int
-s_bind (gw_server_t *self, kn_channel_t ch, const gw_conn_t *conn, size_t max_msg,
+s_bind (gw_server_t *self, ch_channel_t ch, const gw_conn_t *conn, size_t max_msg,
         char *err, size_t errlen)
 {
     static const gw_port_t ports [] = { GW_PORT_SHELL, GW_PORT_CONTROL, GW_PORT_STDIN,
                                         GW_PORT_IOPUB };
     char endpoint [300];
     if (gw_conn_endpoint (conn, ports [ch], endpoint, sizeof endpoint) < 0) {
-        snprintf (err, errlen, "cannot form the %s endpoint", kn_channel_name (ch));
+        snprintf (err, errlen, "cannot form the %s endpoint", ch_channel_name (ch));
         return -EINVAL;
     }
-    zsock_t *sock = zsock_new (ch == KN_CH_IOPUB ? ZMQ_PUB : ZMQ_ROUTER);
+    zsock_t *sock = zsock_new (ch == CH_IOPUB ? ZMQ_PUB : ZMQ_ROUTER);
     if (!sock) {
-        snprintf (err, errlen, "cannot create the %s socket", kn_channel_name (ch));
+        snprintf (err, errlen, "cannot create the %s socket", ch_channel_name (ch));
         return -ENOMEM;
     }
     zsock_set_linger (sock, S_LINGER_MS);
-    if (ch != KN_CH_IOPUB) {
+    if (ch != CH_IOPUB) {
         zsock_set_router_handover (sock, 1);    //  a reconnecting client keeps its identity
         //  Frames far past the cap are cut at the transport; the rest is
         //  measured (and logged) by the wire codec.
-        size_t cut = max_msg < (size_t) INT_MAX / 2 ? 2 * max_msg + 65536 : (size_t) INT_MAX;
+        //  Up to S_TRANSPORT_MAX, a message over the cap still arrives and is
+        //  answered in words (s_refuse_oversize); past it ZeroMQ drops the peer.
+        size_t cut = max_msg < S_TRANSPORT_MAX / 2 ? S_TRANSPORT_MAX : (size_t) INT_MAX;
         zsock_set_maxmsgsize (sock, (int) cut);
     }
     if (gw_conn_listen_fd (conn, ports [ch]) >= 0)
         zsock_set_use_fd (sock, gw_conn_listen_fd (conn, ports [ch]));
     if (zsock_bind (sock, "%s", endpoint) < 0) {
-        snprintf (err, errlen, "cannot bind %s on %s: %s", kn_channel_name (ch), endpoint,
+        snprintf (err, errlen, "cannot bind %s on %s: %s", ch_channel_name (ch), endpoint,
                   zmq_strerror (zmq_errno ()));
         zsock_destroy (&sock);
         return -EADDRINUSE;
@@ -264,7 +398,7 @@ s_bind (gw_server_t *self, kn_channel_t ch, const gw_conn_t *conn, size_t max_ms
 static int
 s_bind_all (gw_server_t *self, const gw_conn_t *conn, size_t max_msg, char *err, size_t errlen)
 {
-    kn_channel_t order [] = { KN_CH_SHELL, KN_CH_IOPUB, KN_CH_STDIN, KN_CH_CONTROL };
+    ch_channel_t order [] = { CH_SHELL, CH_IOPUB, CH_STDIN, CH_CONTROL };
     for (size_t i = 0; i < 4; i++)
         if (s_bind (self, order [i], conn, max_msg, err, errlen) < 0)
             return -EADDRINUSE;
@@ -283,11 +417,14 @@ s_setup_loop (gw_server_t *self)
     self->loop = zloop_new ();
     if (!self->loop)
         abort ();
-    for (kn_channel_t ch = KN_CH_SHELL; ch <= KN_CH_STDIN; ch++) {
+    for (ch_channel_t ch = CH_SHELL; ch <= CH_STDIN; ch++) {
         zloop_reader (self->loop, self->socks [ch], s_on_client, self);
         zloop_reader_set_tolerant (self->loop, self->socks [ch]);
     }
     zloop_timer (self->loop, S_TICK_MS, 0, s_on_tick, self);
+    zmq_pollitem_t worker = { NULL, gw_session_worker_fd (self->session), ZMQ_POLLIN, 0 };
+    zloop_poller (self->loop, &worker, s_on_worker, self);
+    zloop_poller_set_tolerant (self->loop, &worker);
     if (self->signal_fd >= 0) {
         zmq_pollitem_t item = { NULL, self->signal_fd, ZMQ_POLLIN, 0 };
         zloop_poller (self->loop, &item, s_on_signal, self);
@@ -312,6 +449,10 @@ gw_server_new (const gw_conn_t *conn, gw_backend_t **backend_p, const gw_session
         goto fail;
     }
     self->wire = gw_wire_new (&hmac, max_msg);
+    gw_wire_set_adopt (self->wire, s_free_zframe);
+    self->max_msg = max_msg ? max_msg : GW_WIRE_MAX_DEFAULT;
+    const char *slow = getenv ("CELLVM_WATCHDOG_MS");
+    self->slow_ms = slow ? atoll (slow) : 0;
     if (s_bind_all (self, conn, max_msg ? max_msg : GW_WIRE_MAX_DEFAULT, err, errlen) < 0)
         goto fail;
     self->session = gw_session_new (backend_p, opts, s_emit, self);
@@ -339,7 +480,7 @@ gw_server_destroy (gw_server_t **self_p)
     gw_session_destroy (&self->session);        //  the kernel goes first
     zloop_destroy (&self->loop);
     gw_heartbeat_destroy (&self->hb);
-    for (int ch = 0; ch < KN_CH_COUNT; ch++)
+    for (int ch = 0; ch < CH_COUNT; ch++)
         zsock_destroy (&self->socks [ch]);
     gw_wire_destroy (&self->wire);
     free (self);

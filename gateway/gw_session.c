@@ -13,13 +13,16 @@
     that arrive before the hello are held and sent after it; they survive a
     failed start and go to the next kernel.
 */
-#include "gw_session.h"
+#include "gw_session_int.h"
+#include "ch_hello.h"
 #include "gw_files.h"
+#include "gw_worker.h"
 #include "gw_chan.h"
 #include "gw_check.h"
 #include "gw_log.h"
+#include "gw_out.h"
 #include "gw_reqs.h"
-#include "kn_frame.h"
+#include "ch_frame.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -35,124 +38,21 @@
 #define S_INTERRUPT_GRACE_MS 5000               //  cell timeout: interrupt -> kill
 #define S_MSG_ID_MAX 256
 
-typedef enum { S_NONE, S_STARTING, S_READY, S_DYING } s_state_t;
-
-struct _gw_session_t {
-    gw_backend_t *backend;                      //  owned
-    gw_session_opts_t opts;                     //  with defaults filled in
-    gw_session_emit_fn *emit;                   //  to clients
-    void *emit_arg;
-    char session [37];                          //  header.session we sign with
-    s_state_t state;
-    gw_chan_t *chan;                            //  the kernel's channel, NULL unless STARTING/READY
-    gw_reqs_t *reqs;                            //  outstanding (and recent) requests
-    zlistx_t *held;                             //  kn_msg_t, waiting for the hello
-    int64_t deadline;                           //  STARTING: hello by; DYING: escalate at
-    int64_t restart_at;                         //  NONE: start the next kernel at
-    bool restart_pending;                       //  NONE: a restart is scheduled
-    bool hello;                                 //  this kernel said hello
-    bool killed;                                //  we killed this kernel
-    char end_reason [320];                      //  why we ended it ("" = it died)
-    int starts;                                 //  kernels started
-    int failures;                               //  starts in a row without a hello
-    int exec_count;                             //  last execution_count seen
-    bool shutting_down;
-    int64_t shutdown_at;                        //  kill the kernel if still there
-    bool finished;
-    int exit_code;
-    char why [256];                             //  reason of a kernel violation
-    gw_files_t *files;                          //  file requests and artifacts
-    char outdir [512];                          //  the kernel's output directory (hello)
-};
-
 //  --------------------------------------------------------------------------
 //  Requests.
 
 static void
 s_held_free (void **item)
 {
-    kn_msg_destroy ((kn_msg_t **) item);
+    ch_msg_destroy ((ch_msg_t **) item);
 }
 
 //  msg_id of a kernel message's parent_header ("" when it has none).
-static const char *
-s_parent_id (const kn_msg_t *msg)
+const char *
+gw_session__parent_id (const ch_msg_t *msg)
 {
-    const char *id = json_string_value (json_object_get (kn_msg_parent (msg), "msg_id"));
+    const char *id = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
     return id ? id : "";
-}
-
-//  --------------------------------------------------------------------------
-//  Emitting to clients.
-
-static gw_frames_t *
-s_topic (const gw_session_t *self, const kn_msg_t *msg)
-{
-    char topic [128];
-    const char *type = kn_msg_type (msg);
-    if (strcmp (type, "stream") == 0)
-        snprintf (topic, sizeof topic, "stream.%s",
-                  json_string_value (json_object_get (kn_msg_content (msg), "name")));
-    else
-        snprintf (topic, sizeof topic, "kernel.%s.%s", self->session, type);
-    gw_frames_t *ids = gw_frames_new ();
-    gw_frames_append (ids, topic, strlen (topic));
-    return ids;
-}
-
-//  Send msg on channel; iopub gets its topic here.
-static void
-s_emit (gw_session_t *self, kn_channel_t ch, const gw_frames_t *ids, const kn_msg_t *msg)
-{
-    if (!self->emit)
-        return;
-    if (ch == KN_CH_IOPUB) {
-        gw_frames_t *topic = s_topic (self, msg);
-        self->emit (self->emit_arg, ch, topic, msg);
-        gw_frames_destroy (&topic);
-    }
-    else if (ids)
-        self->emit (self->emit_arg, ch, ids, msg);
-}
-
-//  A message of the gateway's own making; steals content.
-static void
-s_emit_new (gw_session_t *self, kn_channel_t ch, const gw_frames_t *ids, const char *type,
-            const json_t *parent, json_t *content)
-{
-    kn_msg_t *msg = kn_msg_new (ch, type, parent, &content, self->session);
-    s_emit (self, ch, ids, msg);
-    kn_msg_destroy (&msg);
-}
-
-static void
-s_status (gw_session_t *self, const json_t *parent, const char *state)
-{
-    s_emit_new (self, KN_CH_IOPUB, NULL, "status", parent,
-                json_pack ("{s:s}", "execution_state", state));
-}
-
-//  Forward a validated kernel message, re-stamped: fresh header, our session
-//  id, and parent_header = the stored request header (or {}).
-static void
-s_relay (gw_session_t *self, const kn_msg_t *kmsg, const gw_frames_t *ids, const json_t *parent)
-{
-    kn_channel_t ch = kn_msg_channel (kmsg);
-    json_t *content = json_incref (kn_msg_content (kmsg));
-    kn_msg_t *out = kn_msg_new (ch, kn_msg_type (kmsg), parent, &content, self->session);
-    json_t *metadata = json_incref (kn_msg_metadata (kmsg));
-    kn_msg_set_metadata (out, &metadata);
-    for (size_t i = 0; i < kn_msg_nbuffers (kmsg); i++) {
-        size_t len = 0;
-        const uint8_t *data = kn_msg_buffer (kmsg, i, &len);
-        uint8_t *copy = malloc (len ? len : 1);
-        if (!copy)
-            abort ();
-        memcpy (copy, data, len);
-        kn_msg_add_buffer (out, &copy, len);
-    }
-    s_emit (self, ch, ids, out);
-    kn_msg_destroy (&out);
 }
 
 //  A kernel_info_reply must parse even when it reports a failure: clients
@@ -176,10 +76,10 @@ s_fail_request (gw_session_t *self, gw_req_t *req, const char *ename, const char
                 bool publish_error)
 {
     if (req->ids && !req->busy)
-        s_status (self, req->header, "busy");
+        gw_out_status (self->out, req->header, "busy");
     json_t *tb = json_pack ("[s]", text);
     if (req->ids && publish_error)
-        s_emit_new (self, KN_CH_IOPUB, NULL, "error", req->header,
+        gw_out_new_msg (self->out, CH_IOPUB, NULL, "error", req->header,
                     json_pack ("{s:s, s:s, s:O}", "ename", ename, "evalue", text, "traceback", tb));
     if (req->ids && req->reply_type [0] && !req->replied) {
         json_t *content = json_pack ("{s:s, s:s, s:s, s:O}", "status", "error", "ename", ename,
@@ -188,11 +88,11 @@ s_fail_request (gw_session_t *self, gw_req_t *req, const char *ename, const char
             json_object_set_new (content, "execution_count", json_integer (self->exec_count));
         if (strcmp (req->reply_type, "kernel_info_reply") == 0)
             s_info_fields (content, text);
-        s_emit_new (self, req->channel, req->ids, req->reply_type, req->header, content);
+        gw_out_new_msg (self->out, req->channel, req->ids, req->reply_type, req->header, content);
     }
     json_decref (tb);
     if (req->ids)
-        s_status (self, req->header, "idle");
+        gw_out_status (self->out, req->header, "idle");
     gw_reqs_remove (self->reqs, req);
 }
 
@@ -202,16 +102,16 @@ s_fail_request (gw_session_t *self, gw_req_t *req, const char *ename, const char
 //  Hand msg to the current kernel and mark its request as sent. A request
 //  that cannot be framed is answered with an error here and now.
 static void
-s_send (gw_session_t *self, const kn_msg_t *msg)
+s_send (gw_session_t *self, const ch_msg_t *msg)
 {
-    gw_req_t *req = kn_msg_channel (msg) == KN_CH_STDIN ? NULL
-                  : gw_reqs_find (self->reqs, kn_msg_id (msg));
+    gw_req_t *req = ch_msg_channel (msg) == CH_STDIN ? NULL
+                  : gw_reqs_find (self->reqs, ch_msg_id (msg));
     int rc = gw_chan_send (self->chan, msg);
     if (req)
         req->sent = true;
     if (rc == -EMSGSIZE || rc == -ENOBUFS) {
         gw_log (GW_LOG_WARN, "kernel.send_failed", "msg_type=%.64s reason=\"%s\"",
-                kn_msg_type (msg), rc == -EMSGSIZE ? "frame too large" : "kernel not reading");
+                ch_msg_type (msg), rc == -EMSGSIZE ? "frame too large" : "kernel not reading");
         if (req)
             s_fail_request (self, req, "RequestNotDelivered",
                             rc == -EMSGSIZE ? "The request is too large for the kernel's channel."
@@ -221,11 +121,11 @@ s_send (gw_session_t *self, const kn_msg_t *msg)
 
 //  Send now when the kernel is ready, else hold until its hello. Takes *msg_p.
 static void
-s_deliver (gw_session_t *self, kn_msg_t **msg_p)
+s_deliver (gw_session_t *self, ch_msg_t **msg_p)
 {
-    if (self->state == S_READY) {
+    if (self->state == GW_SESSION_READY) {
         s_send (self, *msg_p);
-        kn_msg_destroy (msg_p);
+        ch_msg_destroy (msg_p);
     }
     else {
         zlistx_add_end (self->held, *msg_p);
@@ -233,13 +133,13 @@ s_deliver (gw_session_t *self, kn_msg_t **msg_p)
     }
 }
 
-static void
-s_flush_held (gw_session_t *self)
+void
+gw_session__flush_held (gw_session_t *self)
 {
-    kn_msg_t *msg;
-    while (self->state == S_READY && (msg = zlistx_detach (self->held, NULL))) {
+    ch_msg_t *msg;
+    while (self->state == GW_SESSION_READY && (msg = zlistx_detach (self->held, NULL))) {
         s_send (self, msg);
-        kn_msg_destroy (&msg);
+        ch_msg_destroy (&msg);
     }
 }
 
@@ -248,7 +148,7 @@ s_flush_held (gw_session_t *self)
 static void
 s_own_request (gw_session_t *self, const char *type, json_t *content)
 {
-    kn_msg_t *msg = kn_msg_new (KN_CH_CONTROL, type, NULL, &content, self->session);
+    ch_msg_t *msg = ch_msg_new (CH_CONTROL, type, NULL, &content, self->session);
     gw_reqs_add (self->reqs, msg, NULL);
     s_deliver (self, &msg);
 }
@@ -256,13 +156,10 @@ s_own_request (gw_session_t *self, const char *type, json_t *content)
 static void
 s_send_hello (gw_session_t *self)
 {
-    json_t *content = json_pack ("{s:s, s:i, s:s, s:s, s:f}", "protocol", "cellvm-channel",
-                                 "version", 1, "role", "driver",
-                                 "implementation", "cellvm-gateway",
-                                 "time", (double) zclock_time () / 1000.0);
-    kn_msg_t *hello = kn_msg_new (KN_CH_CELLVM, "hello", NULL, &content, self->session);
+    json_t *content = ch_hello_driver (CH_PROTO_CHANNEL, "cellvm-gateway", 1);
+    ch_msg_t *hello = ch_msg_new (CH_CELLVM, "hello", NULL, &content, self->session);
     gw_chan_send (self->chan, hello);
-    kn_msg_destroy (&hello);
+    ch_msg_destroy (&hello);
 }
 
 //  The channel is up: wrap it and say hello.
@@ -270,7 +167,7 @@ static void
 s_attach (gw_session_t *self, int fd)
 {
     self->chan = gw_chan_new (fd, self->opts.max_frame, self->opts.max_msg, 0);
-    if (self->backend->sync_markers)
+    if (gw_backend_sync_markers (self->backend))
         gw_chan_hunt (self->chan);              //  a port may hold a dead kernel's half frame
     s_send_hello (self);
 }
@@ -278,35 +175,33 @@ s_attach (gw_session_t *self, int fd)
 static int
 s_start_kernel (gw_session_t *self, char *err, size_t errlen)
 {
-    assert (self->state == S_NONE && !self->chan);
+    assert (self->state == GW_SESSION_NONE && !self->chan);
     int fd = -1;
     self->restart_pending = false;
-    int rc = self->backend->start (self->backend->ctx, &fd, err, errlen);
+    int rc = gw_backend_start (self->backend, &fd, err, errlen);
     if (rc < 0) {
         gw_log (GW_LOG_ERROR, "kernel.start_failed", "backend=%s reason=\"%s\"",
-                self->backend->name, err);
+                gw_backend_name (self->backend), err);
         return rc;
     }
     if (self->starts++ > 0)
-        kn_uuid4 (self->session);               //  a new kernel, a new session id
-    s_status (self, NULL, "starting");          //  once per kernel, as a kernel would
-    self->state = S_STARTING;
+        ch_uuid4 (self->session);               //  a new kernel, a new session id
+    gw_out_status (self->out, NULL, "starting");          //  once per kernel, as a kernel would
+    self->state = GW_SESSION_STARTING;
     self->hello = self->killed = false;
     self->end_reason [0] = 0;
     self->deadline = zclock_mono () + (int64_t) (self->opts.ready_timeout * 1000);
-    int pid = self->backend->pid ? self->backend->pid (self->backend->ctx) : 0;
     gw_log (GW_LOG_INFO, "kernel.starting", "backend=%s pid=%d start=%d session=%s",
-            self->backend->name, pid, self->starts, self->session);
+            gw_backend_name (self->backend), gw_backend_pid (self->backend), self->starts,
+            self->session);
     if (fd >= 0)
         s_attach (self, fd);
     return 0;
 }
 
 
-//  Text that may quote the kernel or a path, cut anywhere, must still be a
-//  valid JSON string for the client: keep it printable ASCII.
-static void
-s_printable (char *text)
+void
+gw_session__printable (char *text)
 {
     for (char *p = text; *p; p++)
         if ((unsigned char) *p < 0x20 || (unsigned char) *p > 0x7e)
@@ -317,16 +212,16 @@ s_printable (char *text)
 static void
 s_stop_kernel (gw_session_t *self, const char *reason)
 {
-    if (self->state == S_NONE || self->killed)
+    if (self->state == GW_SESSION_NONE || self->killed)
         return;
     if (reason && !self->end_reason [0]) {
         snprintf (self->end_reason, sizeof self->end_reason, "%s", reason);
-        s_printable (self->end_reason);
+        gw_session__printable (self->end_reason);
     }
-    self->backend->kill (self->backend->ctx);
+    gw_backend_kill (self->backend);
     self->killed = true;
     gw_chan_destroy (&self->chan);
-    self->state = S_DYING;
+    self->state = GW_SESSION_DYING;
     self->deadline = zclock_mono () + S_KILL_WAIT_MS;
 }
 
@@ -336,9 +231,7 @@ s_try_connect (gw_session_t *self)
 {
     char err [256] = "";
     int fd = -1;
-    int rc = self->backend->connect ? self->backend->connect (self->backend->ctx, &fd, err,
-                                                              sizeof err)
-                                    : -ENOTCONN;
+    int rc = gw_backend_connect (self->backend, &fd, err, sizeof err);
     if (rc == 0 && fd >= 0)
         s_attach (self, fd);
     else if (rc != -EAGAIN) {
@@ -350,8 +243,8 @@ s_try_connect (gw_session_t *self)
     }
 }
 
-static void
-s_violation (gw_session_t *self, const char *why)
+void
+gw_session__violation (gw_session_t *self, const char *why)
 {
     gw_log (GW_LOG_ERROR, "kernel.violation", "reason=\"%s\" action=stop", why);
     char reason [300];
@@ -365,7 +258,7 @@ s_lost_channel (gw_session_t *self, const char *why)
 {
     gw_log (GW_LOG_INFO, "kernel.channel_closed", "reason=\"%s\"", why);
     gw_chan_destroy (&self->chan);
-    self->state = S_DYING;
+    self->state = GW_SESSION_DYING;
     self->deadline = zclock_mono () + S_EXIT_GRACE_MS;
 }
 
@@ -381,7 +274,7 @@ s_describe (const gw_session_t *self, const gw_exit_t *ex, char *out, size_t cap
         snprintf (how, sizeof how, "%s", self->end_reason);
     else
         gw_exit_describe (ex, how, sizeof how);
-    s_printable (how);                          //  a backend's detail may quote anything
+    gw_session__printable (how);                          //  a backend's detail may quote anything
     size_t len = strlen (how);
     while (len > 0 && (how [len - 1] == '.' || how [len - 1] == ' '))
         how [--len] = 0;
@@ -406,12 +299,13 @@ s_fail_outstanding (gw_session_t *self, const char *text)
 static void
 s_finish (gw_session_t *self)
 {
+    gw_files_abort (self->files, "the session is shutting down");
     gw_req_t *req;
     while ((req = gw_reqs_oldest (self->reqs, false))) {
         if (req->ids && strcmp (req->reply_type, "shutdown_reply") == 0 && !req->replied) {
             if (!req->busy)
-                s_status (self, req->header, "busy");
-            s_emit_new (self, req->channel, req->ids, "shutdown_reply", req->header,
+                gw_out_status (self->out, req->header, "busy");
+            gw_out_new_msg (self->out, req->channel, req->ids, "shutdown_reply", req->header,
                         json_pack ("{s:s, s:b}", "status", "ok", "restart", req->restart));
             req->busy = req->replied = true;
         }
@@ -430,13 +324,14 @@ s_give_up (gw_session_t *self, const char *why)
     snprintf (text, sizeof text, "The kernel could not be started (%d attempts in a row; "
               "last: %s). The gateway has stopped: fix the cause, then start the kernel "
               "again from your client.", self->failures, why);
-    s_printable (text);
+    gw_session__printable (text);
     gw_log (GW_LOG_ERROR, "session.give_up", "failures=%d", self->failures);
+    gw_files_abort (self->files, "the kernel could not be started");
     gw_req_t *req;
     while ((req = gw_reqs_oldest (self->reqs, false)))
         s_fail_request (self, req, "KernelStartFailed", text, true);
     zlistx_purge (self->held);
-    s_status (self, NULL, "dead");
+    gw_out_status (self->out, NULL, "dead");
     self->exit_code = 1;
     self->finished = true;
 }
@@ -475,7 +370,9 @@ static void
 s_kernel_ended (gw_session_t *self, const gw_exit_t *ex)
 {
     gw_chan_destroy (&self->chan);
-    self->state = S_NONE;
+    self->state = GW_SESSION_NONE;
+    //  Held replies go out first (with what was copied), then the errors.
+    gw_files_abort (self->files, "the kernel ended before this transfer finished");
     if (self->shutting_down) {
         s_finish (self);
         return;
@@ -485,160 +382,9 @@ s_kernel_ended (gw_session_t *self, const gw_exit_t *ex)
     gw_log (GW_LOG_WARN, "kernel.died", "exit_code=%d signal=%d ready=%s",
             ex->exit_code, ex->signal, self->hello ? "yes" : "no");
     s_fail_outstanding (self, text);
-    s_status (self, NULL, "restarting");
+    gw_out_status (self->out, NULL, "restarting");
     self->failures = self->hello ? 0 : self->failures + 1;
     s_schedule_restart (self, self->end_reason [0] ? self->end_reason : "it exited");
-}
-
-//  --------------------------------------------------------------------------
-//  Messages from the kernel. Each handler returns 0, or 1 after writing the
-//  violation into self->why (the kernel is then stopped).
-
-static int
-s_bad (gw_session_t *self, const char *fmt, ...)
-    __attribute__ ((format (printf, 2, 3)));
-
-static int
-s_bad (gw_session_t *self, const char *fmt, ...)
-{
-    va_list args;
-    va_start (args, fmt);
-    vsnprintf (self->why, sizeof self->why, fmt, args);
-    va_end (args);
-    return 1;
-}
-
-static int
-s_on_cellvm (gw_session_t *self, const kn_msg_t *msg)
-{
-    const char *type = kn_msg_type (msg);
-    json_t *content = kn_msg_content (msg);
-    if (strcmp (type, "protocol_error") == 0) {
-        bool fatal = json_is_true (json_object_get (content, "fatal"));
-        const char *error = json_string_value (json_object_get (content, "error"));
-        gw_log (GW_LOG_WARN, "kernel.protocol_error", "fatal=%s error=\"%.200s\"",
-                fatal ? "yes" : "no", error);
-        if (fatal && !self->end_reason [0]) {   //  it is about to exit: say why
-            snprintf (self->end_reason, sizeof self->end_reason,
-                      "The kernel stopped on a channel error (%.200s)", error);
-            s_printable (self->end_reason);
-        }
-    }
-    else if (strcmp (type, "exiting") == 0)
-        gw_log (GW_LOG_INFO, "kernel.exiting", "reason=\"%.64s\"",
-                json_string_value (json_object_get (content, "reason")));
-    else if (self->state == S_STARTING) {           //  hello
-        if (gw_check_hello (msg, self->why, sizeof self->why) < 0)
-            return 1;
-        self->state = S_READY;
-        self->hello = true;
-        self->failures = 0;
-        const char *outdir = json_string_value (json_object_get (content, "outdir"));
-        snprintf (self->outdir, sizeof self->outdir, "%s", outdir ? outdir : "");
-        gw_log (GW_LOG_INFO, "kernel.ready", "start=%d ipython=%s held=%zu", self->starts,
-                json_is_true (json_object_get (content, "ipython")) ? "yes" : "no",
-                zlistx_size (self->held));
-        s_flush_held (self);
-    }
-    return 0;
-}
-
-static int
-s_on_reply (gw_session_t *self, const kn_msg_t *msg)
-{
-    const char *type = kn_msg_type (msg);
-    gw_req_t *req = gw_reqs_find (self->reqs, s_parent_id (msg));
-    if (!req || !req->sent || req->channel != kn_msg_channel (msg))
-        return s_bad (self, "%.64s for a request it was not sent", type);
-    if (req->replied || strcmp (type, req->reply_type) != 0)
-        return s_bad (self, "unexpected %.64s", type);
-    req->replied = true;
-    json_t *count = json_object_get (kn_msg_content (msg), "execution_count");
-    if (req->execute && json_is_integer (count))
-        self->exec_count = (int) json_integer_value (count);
-    if (req->execute && self->outdir [0])       //  artifacts: copy, add host_path
-        gw_files_collect (self->files, self->backend, self->outdir,
-                          json_object_get (kn_msg_content (msg), "output_files"));
-    if (req->ids)
-        s_relay (self, msg, req->ids, req->header);
-    return 0;
-}
-
-static int
-s_on_input_request (gw_session_t *self, const kn_msg_t *msg)
-{
-    gw_req_t *req = gw_reqs_find (self->reqs, s_parent_id (msg));
-    if (!req || !req->execute || !req->sent || req->replied)
-        return s_bad (self, "%s without a running execute_request", kn_msg_type (msg));
-    if (!req->ids || !req->allow_stdin) {
-        gw_log (GW_LOG_WARN, "kernel.drop", "msg_type=input_request reason=\"stdin not allowed\"");
-        return 0;
-    }
-    s_relay (self, msg, req->ids, req->header);
-    return 0;
-}
-
-//  status: track busy/idle; idle retires the request.
-static int
-s_on_status (gw_session_t *self, const kn_msg_t *msg)
-{
-    gw_req_t *req = gw_reqs_find (self->reqs, s_parent_id (msg));
-    const char *state = json_string_value (json_object_get (kn_msg_content (msg),
-                                                            "execution_state"));
-    if (!req || !req->sent || strcmp (state, "starting") == 0) {
-        gw_log (GW_LOG_DEBUG, "kernel.drop", "msg_type=status reason=\"no outstanding parent\"");
-        return 0;                               //  we publish starting/restarting ourselves
-    }
-    bool busy = strcmp (state, "busy") == 0;
-    if (busy && req->busy)
-        return 0;
-    if (!busy && req->reply_type [0] && !req->replied)
-        return s_bad (self, "idle before the %s", req->reply_type);
-    if (busy) {
-        req->busy = true;
-        req->busy_at = zclock_mono ();
-    }
-    if (!req->own)
-        s_relay (self, msg, NULL, req->header);
-    if (!busy)
-        gw_reqs_retire (self->reqs, req);
-    return 0;
-}
-
-static int
-s_on_iopub (gw_session_t *self, const kn_msg_t *msg)
-{
-    if (strcmp (kn_msg_type (msg), "status") == 0)
-        return s_on_status (self, msg);
-    gw_req_t *req = gw_reqs_find_any (self->reqs, s_parent_id (msg));   //  late output too
-    json_t *count = json_object_get (kn_msg_content (msg), "execution_count");
-    if (req && req->execute && json_is_integer (count))
-        self->exec_count = (int) json_integer_value (count);
-    if (req && req->own)
-        return 0;                               //  output of our own request: nobody's
-    s_relay (self, msg, NULL, req ? req->header : NULL);
-    return 0;
-}
-
-//  Every complete message from the kernel lands here first.
-static int
-s_on_kernel_msg (void *arg, kn_msg_t **msg_p)
-{
-    gw_session_t *self = (gw_session_t *) arg;
-    const kn_msg_t *msg = *msg_p;
-    if (gw_check_kernel_msg (msg, self->why, sizeof self->why) < 0)
-        return 1;
-    if (gw_log_enabled (GW_LOG_DEBUG))
-        gw_log (GW_LOG_DEBUG, "kernel.msg", "channel=%s msg_type=%s parent=%s",
-                kn_channel_name (kn_msg_channel (msg)), kn_msg_type (msg), s_parent_id (msg));
-    if (kn_msg_channel (msg) != KN_CH_CELLVM && self->state != S_READY)
-        return s_bad (self, "%.64s before hello", kn_msg_type (msg));
-    switch (kn_msg_channel (msg)) {
-        case KN_CH_CELLVM: return s_on_cellvm (self, msg);
-        case KN_CH_IOPUB: return s_on_iopub (self, msg);
-        case KN_CH_STDIN: return s_on_input_request (self, msg);
-        default: return s_on_reply (self, msg);
-    }
 }
 
 //  --------------------------------------------------------------------------
@@ -653,11 +399,11 @@ s_begin_shutdown (gw_session_t *self, bool own_request)
     self->shutdown_at = zclock_mono () + S_SHUTDOWN_MS;
     gw_log (GW_LOG_INFO, "session.shutdown", "by=%s state=%d",
             own_request ? "signal" : "client", (int) self->state);
-    if (self->state == S_READY && own_request)
+    if (self->state == GW_SESSION_READY && own_request)
         s_own_request (self, "shutdown_request", json_pack ("{s:b}", "restart", 0));
-    else if (self->state == S_STARTING)
+    else if (self->state == GW_SESSION_STARTING)
         s_stop_kernel (self, "The kernel was shut down before it was ready");
-    else if (self->state == S_NONE)
+    else if (self->state == GW_SESSION_NONE)
         s_finish (self);
 }
 
@@ -675,7 +421,7 @@ s_check_cell_timeout (gw_session_t *self, int64_t now)
         gw_log (GW_LOG_WARN, "cell.timeout", "limit_s=%g action=interrupt", self->opts.cell_timeout);
         snprintf (text, sizeof text, "cellvm: this cell ran longer than its %g s time limit "
                   "and is being interrupted.\n", self->opts.cell_timeout);
-        s_emit_new (self, KN_CH_IOPUB, NULL, "stream", req->header,
+        gw_out_new_msg (self->out, CH_IOPUB, NULL, "stream", req->header,
                     json_pack ("{s:s, s:s}", "name", "stderr", "text", text));
         s_own_request (self, "interrupt_request", NULL);
     }
@@ -691,10 +437,10 @@ static void
 s_try_reap (gw_session_t *self, int64_t now)
 {
     gw_exit_t ex = { .exit_code = -1 };
-    int rc = self->backend->reap (self->backend->ctx, &ex);
-    if (rc == 0 || (rc == -ECHILD && self->state != S_NONE))
+    int rc = gw_backend_reap (self->backend, &ex);
+    if (rc == 0 || (rc == -ECHILD && self->state != GW_SESSION_NONE))
         s_kernel_ended (self, &ex);
-    else if (self->state == S_DYING && now >= self->deadline) {
+    else if (self->state == GW_SESSION_DYING && now >= self->deadline) {
         if (!self->killed)                      //  closed its channel, still alive
             s_stop_kernel (self, "The kernel closed its channel without exiting and was stopped");
         else {
@@ -711,21 +457,21 @@ gw_session_tick (gw_session_t *self)
     int64_t now = zclock_mono ();
     if (self->finished)
         return;
-    if (self->state != S_NONE)
+    if (self->state != GW_SESSION_NONE)
         s_try_reap (self, now);
-    if (self->state == S_STARTING && !self->chan)
+    if (self->state == GW_SESSION_STARTING && !self->chan)
         s_try_connect (self);
-    if (self->state == S_STARTING && now >= self->deadline) {
+    if (self->state == GW_SESSION_STARTING && now >= self->deadline) {
         char reason [128];
         snprintf (reason, sizeof reason, "The kernel did not become ready within %g s",
                   self->opts.ready_timeout);
         s_stop_kernel (self, reason);
     }
-    if (self->state == S_READY)
+    if (self->state == GW_SESSION_READY)
         s_check_cell_timeout (self, now);
-    if (self->shutting_down && now >= self->shutdown_at && self->state != S_NONE)
+    if (self->shutting_down && now >= self->shutdown_at && self->state != GW_SESSION_NONE)
         s_stop_kernel (self, "The kernel did not exit after shutdown_request");
-    if (self->state == S_NONE && self->restart_pending && now >= self->restart_at
+    if (self->state == GW_SESSION_NONE && self->restart_pending && now >= self->restart_at
     &&  !self->finished)
         s_restart (self);
 }
@@ -735,11 +481,11 @@ gw_session_tick (gw_session_t *self)
 
 //  The checks wire decoding cannot make: does this session accept it now?
 static int
-s_admit (gw_session_t *self, const kn_msg_t *msg)
+s_admit (gw_session_t *self, const ch_msg_t *msg)
 {
-    kn_channel_t ch = kn_msg_channel (msg);
-    const char *type = kn_msg_type (msg), *why = NULL;
-    size_t id_len = strlen (kn_msg_id (msg));
+    ch_channel_t ch = ch_msg_channel (msg);
+    const char *type = ch_msg_type (msg), *why = NULL;
+    size_t id_len = strlen (ch_msg_id (msg));
     int rc = 0;
     if (self->finished || self->shutting_down)
         why = "shutting down", rc = -ESHUTDOWN;
@@ -747,64 +493,64 @@ s_admit (gw_session_t *self, const kn_msg_t *msg)
         why = "msg_type not accepted on this channel", rc = -EPROTONOSUPPORT;
     else if (id_len == 0 || id_len > S_MSG_ID_MAX)
         why = "header.msg_id empty or too long", rc = -EINVAL;
-    else if (ch != KN_CH_STDIN && gw_reqs_find (self->reqs, kn_msg_id (msg)))
+    else if (ch != CH_STDIN && gw_reqs_find (self->reqs, ch_msg_id (msg)))
         why = "msg_id already outstanding", rc = -EEXIST;
     else if (gw_reqs_size (self->reqs) >= S_MAX_OUTSTANDING
              || zlistx_size (self->held) >= S_MAX_HELD)
         why = "too many outstanding requests", rc = -EBUSY;
     if (rc < 0)
         gw_log (GW_LOG_WARN, "client.drop", "channel=%s msg_type=%.64s reason=\"%s\"",
-                kn_channel_name (ch), type, why);
+                ch_channel_name (ch), type, why);
     return rc;
 }
 
-//  cellvm_put/get_request: the gateway answers, through the backend.
-static void
-s_file_request (gw_session_t *self, const kn_msg_t *msg, const gw_frames_t *ids)
-{
-    json_t *parent = kn_msg_header (msg);
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    s_status (self, parent, "busy");
-    json_t *content = gw_files_handle (self->files, self->backend, msg, &buf, &len);
-    char rtype [64];
-    snprintf (rtype, sizeof rtype, "%.*s_reply", (int) (strlen (kn_msg_type (msg)) - 8),
-              kn_msg_type (msg));
-    kn_msg_t *reply = kn_msg_new (KN_CH_CONTROL, rtype, parent, &content, self->session);
-    if (buf)
-        kn_msg_add_buffer (reply, &buf, len);
-    free (buf);
-    s_emit (self, KN_CH_CONTROL, ids, reply);
-    kn_msg_destroy (&reply);
-    s_status (self, parent, "idle");
-}
-
 int
-gw_session_request (gw_session_t *self, gw_frames_t **ids_p, kn_msg_t **msg_p)
+gw_session_request (gw_session_t *self, gw_frames_t **ids_p, ch_msg_t **msg_p)
 {
     assert (self && ids_p && msg_p && *msg_p);
-    kn_msg_t *msg = *msg_p;
+    ch_msg_t *msg = *msg_p;
     *msg_p = NULL;
     int rc = s_admit (self, msg);
     if (rc < 0)
         goto done;
     if (gw_log_enabled (GW_LOG_DEBUG))
         gw_log (GW_LOG_DEBUG, "client.msg", "channel=%s msg_type=%s msg_id=%s",
-                kn_channel_name (kn_msg_channel (msg)), kn_msg_type (msg), kn_msg_id (msg));
-    if (gw_files_is_request (kn_msg_type (msg))) {
-        s_file_request (self, msg, *ids_p);
+                ch_channel_name (ch_msg_channel (msg)), ch_msg_type (msg), ch_msg_id (msg));
+    if (gw_files_is_request (ch_msg_type (msg))) {
+        gw_session__file_request (self, msg, ids_p);
         goto done;
     }
-    if (kn_msg_channel (msg) != KN_CH_STDIN)
+    if (ch_msg_channel (msg) != CH_STDIN)
         gw_reqs_add (self->reqs, msg, ids_p);
-    bool shutdown = strcmp (kn_msg_type (msg), "shutdown_request") == 0;
+    bool shutdown = strcmp (ch_msg_type (msg), "shutdown_request") == 0;
     s_deliver (self, &msg);
     if (shutdown)
         s_begin_shutdown (self, false);
 done:
-    kn_msg_destroy (&msg);
+    ch_msg_destroy (&msg);
     gw_frames_destroy (ids_p);
     return rc;
+}
+
+void
+gw_session_refuse (gw_session_t *self, gw_frames_t **ids_p, ch_msg_t **msg_p, const char *why)
+{
+    assert (self && ids_p && msg_p && *msg_p && why);
+    ch_msg_t *msg = *msg_p;
+    char rtype [64];
+    gw_session__reply_type (ch_msg_type (msg), rtype, sizeof rtype);
+    gw_log (GW_LOG_WARN, "client.refused", "channel=%s msg_type=%.64s reason=\"%s\"",
+            ch_channel_name (ch_msg_channel (msg)), ch_msg_type (msg), why);
+    if (rtype [0] && ch_msg_channel (msg) != CH_STDIN && !self->finished) {
+        json_t *parent = ch_msg_header (msg);
+        gw_out_status (self->out, parent, "busy");
+        gw_out_new_msg (self->out, ch_msg_channel (msg), *ids_p, rtype, parent,
+                    json_pack ("{s:s, s:s, s:s, s:[s]}", "status", "error",
+                               "ename", "RequestTooLarge", "evalue", why, "traceback", why));
+        gw_out_status (self->out, parent, "idle");
+    }
+    ch_msg_destroy (msg_p);
+    gw_frames_destroy (ids_p);
 }
 
 //  --------------------------------------------------------------------------
@@ -823,21 +569,24 @@ gw_session_new (gw_backend_t **backend_p, const gw_session_opts_t *opts,
     if (opts)
         self->opts = *opts;
     if (!self->opts.max_frame)
-        self->opts.max_frame = KN_FRAME_MAX_DEFAULT;
+        self->opts.max_frame = CH_FRAME_MAX_DEFAULT;
     if (!self->opts.max_msg)
         self->opts.max_msg = GW_WIRE_MAX_DEFAULT;
     if (self->opts.ready_timeout <= 0)
         self->opts.ready_timeout = 60;
     if (self->opts.restart_limit <= 0)
         self->opts.restart_limit = 5;
-    self->emit = emit;
-    self->emit_arg = emit_arg;
-    kn_uuid4 (self->session);
-    self->files = gw_files_new (self->opts.artifacts_dir, self->session,
+    ch_uuid4 (self->session);
+    self->out = gw_out_new (emit, emit_arg, self->session);
+    self->worker = gw_worker_new ();
+    self->files = gw_files_new (self->backend, self->worker, self->opts.artifacts_dir,
+                                self->session,
                                 self->opts.artifact_max_file, self->opts.artifact_max_session);
     self->reqs = gw_reqs_new ();
     self->held = zlistx_new ();
     zlistx_set_destructor (self->held, s_held_free);
+    self->deferred = zlistx_new ();
+    zlistx_set_destructor (self->deferred, s_held_free);
     return self;
 }
 
@@ -850,9 +599,12 @@ gw_session_destroy (gw_session_t **self_p)
         return;
     gw_chan_destroy (&self->chan);
     gw_files_destroy (&self->files);
+    gw_worker_destroy (&self->worker);
     gw_backend_destroy (&self->backend);       //  kills and reaps a kernel still running
     gw_reqs_destroy (&self->reqs);
+    gw_out_destroy (&self->out);
     zlistx_destroy (&self->held);
+    zlistx_destroy (&self->deferred);
     free (self);
     *self_p = NULL;
 }
@@ -860,7 +612,7 @@ gw_session_destroy (gw_session_t **self_p)
 int
 gw_session_start (gw_session_t *self, char *err, size_t errlen)
 {
-    assert (self && self->state == S_NONE && self->starts == 0);
+    assert (self && self->state == GW_SESSION_NONE && self->starts == 0);
     return s_start_kernel (self, err, errlen);
 }
 
@@ -893,30 +645,42 @@ gw_session_readable (gw_session_t *self)
     if (!self->chan)
         return;
     const char *why = NULL;
-    int rc = gw_chan_read (self->chan, s_on_kernel_msg, self, &why);
+    int rc = gw_chan_read (self->chan, gw_session__on_kernel_msg, self, &why);
     if (rc == -EPIPE)
         s_lost_channel (self, why);
     else if (rc == 1)
-        s_violation (self, self->why);
+        gw_session__violation (self, self->why);
     else if (rc < 0)
-        s_violation (self, why);
+        gw_session__violation (self, why);
 }
 
 int
 gw_session_backend_fd (const gw_session_t *self)
 {
     assert (self);
-    gw_backend_t *b = self->backend;
-    return b->event_fd && b->on_event ? b->event_fd (b->ctx) : -1;
+    return gw_backend_event_fd (self->backend);
 }
 
 void
 gw_session_backend_event (gw_session_t *self)
 {
     assert (self);
-    gw_backend_t *b = self->backend;
-    if (b->on_event && b->on_event (b->ctx) > 0)
-        gw_session_tick (self);                 //  the kernel died: reap it now
+    if (gw_backend_on_event (self->backend) > 0 || (self->state == GW_SESSION_STARTING && !self->chan))
+        gw_session_tick (self);                 //  a death to reap, or a channel to connect
+}
+
+int
+gw_session_worker_fd (const gw_session_t *self)
+{
+    assert (self);
+    return gw_worker_fd (self->worker);
+}
+
+void
+gw_session_worker_event (gw_session_t *self)
+{
+    assert (self);
+    gw_worker_drain (self->worker);
 }
 
 void

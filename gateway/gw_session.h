@@ -27,15 +27,11 @@
 #include <stdint.h>
 
 #include "gw_backend.h"
+#include "gw_out.h"
 #include "gw_wire.h"
-#include "kn_msg.h"
+#include "ch_msg.h"
 
 typedef struct _gw_session_t gw_session_t;
-
-//  Send msg to clients: on shell/control/stdin to the identities ids, on
-//  iopub with ids holding the single topic frame. Both are borrowed.
-typedef void (gw_session_emit_fn) (void *arg, kn_channel_t channel,
-                                   const gw_frames_t *ids, const kn_msg_t *msg);
 
 typedef struct {
     uint32_t max_frame;                         //  channel frame cap (0: 64 MiB)
@@ -64,7 +60,14 @@ int gw_session_start (gw_session_t *self, char *err, size_t errlen);
 //  (already logged): -EPROTONOSUPPORT unknown msg_type for its channel,
 //  -EINVAL bad header, -EEXIST msg_id already outstanding, -EBUSY too many
 //  outstanding requests, -ESHUTDOWN the session is shutting down.
-int gw_session_request (gw_session_t *self, gw_frames_t **ids_p, kn_msg_t **msg_p);
+int gw_session_request (gw_session_t *self, gw_frames_t **ids_p, ch_msg_t **msg_p);
+
+//  A verified client request that cannot be accepted whole (over the
+//  message size limit; it carries no buffers): answer it with an error reply
+//  saying why, bracketed by busy and idle, so the client never waits for
+//  nothing. Takes both.
+void gw_session_refuse (gw_session_t *self, gw_frames_t **ids_p, ch_msg_t **msg_p,
+                        const char *why);
 
 //  Shut down without a client request (SIGTERM): ask the kernel to exit,
 //  stop it if it does not within a second, then finish.
@@ -83,6 +86,11 @@ void gw_session_writable (gw_session_t *self);
 //  handler for when it is readable.
 int gw_session_backend_fd (const gw_session_t *self);
 void gw_session_backend_event (gw_session_t *self);
+
+//  The session's worker (host file writes) has finished jobs: poll this fd
+//  for reading (it never changes) and call gw_session_worker_event.
+int gw_session_worker_fd (const gw_session_t *self);
+void gw_session_worker_event (gw_session_t *self);
 
 //  Timers: reap, restart, deadlines. Call every few tens of milliseconds,
 //  and when SIGCHLD arrives.

@@ -7,22 +7,18 @@
         BASE/<key>/ram              guest RAM (the clones map it copy-on-write)
                    state            device state (~70 KB), through fd: migration
                    workspace.qcow2  the template's /workspace disk (init formatted it)
+                   layer.qcow2      a pristine clone layer over that disk
                    meta.json        what the key was made of, sizes, state sha256
 
-    The key is a hash of everything a clone must match: the image (its
-    image.json hash and the files' size and mtime), memory, vCPUs, CPU
-    model, accelerator, the kernel command line, the disk size, and QEMU (the
-    binary's path, size and mtime). A stale template is never used: a new
-    key simply names a different directory; a corrupt one (meta mismatch,
-    truncated state, wrong RAM size) is deleted by gw_template_open.
-
-    Restoring: gw_template_restore spawns a clone (same device list, RAM
-    share=off, -incoming defer, its own /workspace layer over the template's
-    disk), feeds it the state over QMP and lets it run; gw_template_reseed
-    then pushes entropy and the host clock through init's hello and redoes
-    the kernel channel's handshake with a driver hello carrying entropy, so
-    Python's random and numpy's global generator are reseeded before any
-    user cell. See docs/snapshots.md.
+    The key and meta.json are gw_tplmeta's; saving and loading the state,
+    gw_snapshot's; talking to the guest, gw_drive's. This module puts them
+    together: gw_template_open checks a template (a corrupt one is deleted),
+    gw_template_build makes one, gw_template_restore spawns a clone (same
+    device list, RAM share=off, -incoming defer, its own /workspace layer
+    over the template's disk) and gw_template_reseed pushes entropy and the
+    host clock through init's hello and redoes the kernel's handshake with
+    a driver hello carrying entropy, so Python's random and numpy's global
+    generator are reseeded before any user cell. See docs/snapshots.md.
 */
 #ifndef GW_TEMPLATE_H
 #define GW_TEMPLATE_H
@@ -35,14 +31,8 @@
 
 typedef struct _gw_template_t gw_template_t;
 
-#define GW_TEMPLATE_KEY_LEN 24                  //  hex characters
-
 //  $CELLVM_TEMPLATE_DIR, else /var/tmp/cellvm-<uid>/templates. 0 or -errno.
 int gw_template_default_dir (char *out, size_t cap);
-
-//  The key for cfg (accel resolved, image_dir set) into key (at least
-//  GW_TEMPLATE_KEY_LEN + 1 bytes). 0, or -errno with the reason in err.
-int gw_template_key (const gw_vm_config_t *cfg, char *key, size_t cap, char *err, size_t errlen);
 
 //  Open the template for cfg under base. NULL and *rc_p = -ENOENT when there
 //  is none (yet), -ESTALE when there was a corrupt one (logged, deleted),
@@ -74,19 +64,9 @@ gw_vm_t *gw_template_restore (gw_template_t *self, const gw_vm_config_t *cfg, in
 //  After a restore: connect init's and the kernel's ports, send init a
 //  hello with the host time and 64 random bytes, and the kernel a driver
 //  hello with 32 random bytes (base64), and wait for both answers. On
-//  success 0, *init_p (owned) and *kernel_fd_p (connected, blocking, the
+//  success 0, *init_p (owned) and *kernel_fd_p (connected, the
 //  kernel's hello consumed). -errno + err on failure or timeout.
 int gw_template_reseed (gw_vm_t *vm, int timeout_ms, gw_init_t **init_p, int *kernel_fd_p,
                         char *err, size_t errlen);
-
-//  After gw_template_reseed, for clones made ahead of need (the pool): run
-//  a kernel_info and a silent `pass` through the kernel so that QEMU has
-//  translated the paths a session's first requests take (under TCG the
-//  first of each costs ~0.1-0.3 s after a restore). Leaves no session
-//  data: nothing is counted, stored or printed. init (may be NULL) is
-//  watched meanwhile: a kernel that dies fails it at once (-ECONNRESET).
-//  0 or -errno + err.
-int gw_template_warm (int kernel_fd, gw_init_t *init, int timeout_ms, char *err,
-                      size_t errlen);
 
 #endif

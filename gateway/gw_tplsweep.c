@@ -4,7 +4,7 @@
 #include "gw_tplsweep.h"
 #include "gw_log.h"
 #include "gw_rundir.h"
-#include "gw_template.h"
+#include "gw_tplmeta.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -27,8 +27,8 @@ static const char *s_same [] = { "mem_mib", "vcpus", "accel", "cpu", "append", "
 static bool
 s_is_key (const char *name)
 {
-    return strlen (name) == GW_TEMPLATE_KEY_LEN
-        && strspn (name, "0123456789abcdef") == GW_TEMPLATE_KEY_LEN;
+    return strlen (name) == GW_TPLMETA_KEY_LEN
+        && strspn (name, "0123456789abcdef") == GW_TPLMETA_KEY_LEN;
 }
 
 //  The rootfs path of inputs ("PATH size=... mtime=..."), into out.
@@ -68,7 +68,7 @@ s_consider (const char *base, const char *name, json_t *ours, int64_t max_idle_s
 {
     char dir [PATH_MAX], meta [PATH_MAX + 16], lock [PATH_MAX + 8];
     snprintf (dir, sizeof dir, "%s/%s", base, name);
-    snprintf (meta, sizeof meta, "%s/meta.json", dir);
+    snprintf (meta, sizeof meta, "%s/" GW_TPL_META, dir);
     snprintf (lock, sizeof lock, "%s.lock", dir);
     struct stat st;
     if (stat (meta, &st) < 0)
@@ -79,15 +79,15 @@ s_consider (const char *base, const char *name, json_t *ours, int64_t max_idle_s
             close (fd);
         return 0;                               //  being built
     }
-    json_t *m = json_load_file (meta, 0, NULL);
-    const char *why = s_why (ours, json_object_get (m, "inputs"), st.st_mtime, max_idle_s);
+    gw_tplmeta_t *m = gw_tplmeta_load (dir);
+    const char *why = s_why (ours, gw_tplmeta_recorded (m), st.st_mtime, max_idle_s);
     int removed = 0;
     if (why && gw_rundir_remove_tree (dir) == 0) {
         unlink (lock);
         gw_log (GW_LOG_INFO, "template.removed", "dir=%s reason=\"%s\"", dir, why);
         removed = 1;
     }
-    json_decref (m);
+    gw_tplmeta_destroy (&m);
     close (fd);
     return removed;
 }
@@ -96,10 +96,10 @@ int
 gw_tplsweep (const char *base, const char *key, int64_t max_idle_s)
 {
     assert (base && key);
-    char meta [PATH_MAX];
-    snprintf (meta, sizeof meta, "%s/%s/meta.json", base, key);
-    json_t *m = json_load_file (meta, 0, NULL);
-    json_t *ours = json_object_get (m, "inputs");
+    char dir [PATH_MAX];
+    snprintf (dir, sizeof dir, "%s/%s", base, key);
+    gw_tplmeta_t *m = gw_tplmeta_load (dir);
+    json_t *ours = gw_tplmeta_recorded (m);
     DIR *d = opendir (base);
     int n = d ? 0 : -errno;
     struct dirent *de;
@@ -108,6 +108,6 @@ gw_tplsweep (const char *base, const char *key, int64_t max_idle_s)
             n += s_consider (base, de->d_name, ours, max_idle_s);
     if (d)
         closedir (d);
-    json_decref (m);
+    gw_tplmeta_destroy (&m);
     return n;
 }

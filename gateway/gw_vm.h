@@ -1,4 +1,4 @@
-/*  gw_vm - one QEMU microVM: its command line, run directory and process.
+/*  gw_vm - one QEMU microVM: its config, run directory, process and ports.
 
     A VM lives in a private run directory (mode 0700) under a base directory
     and leaves nothing behind: sockets, console log, QEMU's own log and the
@@ -18,9 +18,8 @@
     that signal to the *thread* that forked: call gw_vm_start from a thread
     that outlives the VM (the reactor thread), not from a short-lived one.
 
-    The argv builder is pure and the device list is a fixed function of the
-    config, so a VM restored from a snapshot gets exactly the template's
-    device model (docs/vm.md). Run dirs of dead gateways: gw_rundir_sweep.
+    QEMU's command line is gw_vmargv's (pure, and part of the snapshot
+    contract: docs/vm.md). Run dirs of dead gateways: gw_rundir_sweep.
 */
 #ifndef GW_VM_H
 #define GW_VM_H
@@ -62,15 +61,6 @@ typedef struct {
 //  Defaults: qemu-system-x86_64, qemu-img, accel auto, 512 MiB, 1 vCPU,
 //  1 GiB disk, 10 s port timeout; image_dir NULL (must be set).
 void gw_vm_config_defaults (gw_vm_config_t *cfg);
-
-//  Pure: QEMU's argv for cfg with run_dir as the run directory. cfg->accel
-//  must be KVM or TCG (resolved). Returns 0 and a NULL-terminated argv the
-//  caller frees with gw_vm_argv_destroy, or -EINVAL with the reason in err.
-int gw_vm_build_argv (const gw_vm_config_t *cfg, const char *run_dir, char ***argv_p,
-                      char *err, size_t errlen);
-
-//  Free an argv from gw_vm_build_argv; nulls *argv_p. NULL-safe.
-void gw_vm_argv_destroy (char ***argv_p);
 
 //  Check cfg and the image files, choose the accelerator (logged with its
 //  reason) and read the TSC rate if not given, then create the run dir.

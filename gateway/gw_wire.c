@@ -224,6 +224,7 @@ struct _gw_wire_t {
     gw_hmac_t *hmac;                            //  signer, owned
     size_t max_bytes;                           //  cap on one incoming message
     s_history_t history;                        //  verified signatures seen
+    ch_free_fn *adopt;                          //  releases adopted frames, NULL: copy
 };
 
 gw_wire_t *
@@ -270,12 +271,12 @@ gw_wire_hmac (gw_wire_t *self)
 //  Size cap, delimiter and frame count. Returns the delimiter index or a
 //  negative errno with *why set.
 static long
-s_find_delimiter (gw_wire_t *self, const gw_frame_t *frames, size_t nframes,
+s_find_delimiter (size_t max_bytes, const gw_frame_t *frames, size_t nframes,
                   const char **why)
 {
     size_t total = 0;
     for (size_t i = 0; i < nframes; i++) {
-        if (frames [i].size > self->max_bytes - total) {
+        if (frames [i].size > max_bytes - total) {
             *why = "message too large";
             return -EMSGSIZE;
         }
@@ -344,10 +345,10 @@ s_parse_object (const gw_frame_t *f, const char *bad_json, const char *not_objec
 }
 
 //  Build the message from the four JSON frames at f[0..3].
-static kn_msg_t *
-s_build_msg (kn_channel_t ch, const gw_frame_t *f, const char **why)
+static ch_msg_t *
+s_build_msg (ch_channel_t ch, const gw_frame_t *f, const char **why)
 {
-    kn_msg_t *msg = NULL;
+    ch_msg_t *msg = NULL;
     json_t *parent = NULL, *metadata = NULL, *content = NULL;
     json_t *header = s_parse_object (&f [0], "header is not valid JSON",
                                      "header is not a JSON object", why);
@@ -369,7 +370,7 @@ s_build_msg (kn_channel_t ch, const gw_frame_t *f, const char **why)
         *why = "header.msg_type is not a non-empty string";
         goto fail;
     }
-    msg = kn_msg_from_parts (ch, &header, &parent, &metadata, &content);
+    msg = ch_msg_from_parts (ch, &header, &parent, &metadata, &content);
 fail:
     json_decref (header);
     json_decref (parent);
@@ -378,44 +379,55 @@ fail:
     return msg;
 }
 
+void
+gw_wire_set_adopt (gw_wire_t *self, ch_free_fn *free_fn)
+{
+    assert (self);
+    self->adopt = free_fn;
+}
+
 static void
-s_attach_buffers (kn_msg_t *msg, const gw_frame_t *f, size_t n)
+s_attach_buffers (gw_wire_t *self, ch_msg_t *msg, const gw_frame_t *f, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
+        if (self->adopt && f [i].owner && f [i].size) {
+            ch_msg_add_buffer_owned (msg, f [i].data, f [i].size, self->adopt, f [i].owner);
+            continue;
+        }
         uint8_t *copy = s_alloc (f [i].size);
         if (f [i].size)
             memcpy (copy, f [i].data, f [i].size);
-        int rc = kn_msg_add_buffer (msg, &copy, f [i].size);
+        int rc = ch_msg_add_buffer (msg, &copy, f [i].size);
         assert (rc == 0);                       //  the count was checked before
         (void) rc;
     }
 }
 
 int
-gw_wire_decode (gw_wire_t *self, kn_channel_t ch, const gw_frame_t *frames,
-                size_t nframes, kn_msg_t **msg_p, gw_frames_t **ids_p, const char **why)
+gw_wire_decode (gw_wire_t *self, ch_channel_t ch, const gw_frame_t *frames,
+                size_t nframes, ch_msg_t **msg_p, gw_frames_t **ids_p, const char **why)
 {
-    assert (self && msg_p && ids_p && ch < KN_CH_COUNT);
+    assert (self && msg_p && ids_p && ch < CH_COUNT);
     assert (frames || nframes == 0);
     const char *reason = NULL;
     *msg_p = NULL;
     *ids_p = NULL;
-    long d = s_find_delimiter (self, frames, nframes, &reason);
+    long d = s_find_delimiter (self->max_bytes, frames, nframes, &reason);
     int rc = d < 0 ? (int) d : s_check_signature (self, &frames [d + 1], &reason);
     if (rc < 0)
         goto fail;
     size_t nbuf = nframes - (size_t) d - 6;
-    if (nbuf > KN_MSG_MAX_BUFFERS) {
+    if (nbuf > CH_MSG_MAX_BUFFERS) {
         reason = "too many buffers";
         rc = -EMSGSIZE;
         goto fail;
     }
-    kn_msg_t *msg = s_build_msg (ch, &frames [d + 2], &reason);
+    ch_msg_t *msg = s_build_msg (ch, &frames [d + 2], &reason);
     if (!msg) {
         rc = -EBADMSG;
         goto fail;
     }
-    s_attach_buffers (msg, &frames [d + 6], nbuf);
+    s_attach_buffers (self, msg, &frames [d + 6], nbuf);
     *ids_p = gw_frames_new ();
     for (long i = 0; i < d; i++)
         gw_frames_append (*ids_p, frames [i].data, frames [i].size);
@@ -425,6 +437,46 @@ fail:
     if (why)
         *why = reason;
     return rc;
+}
+
+int
+gw_wire_decode_envelope (gw_wire_t *self, ch_channel_t ch, const gw_frame_t *frames,
+                         size_t nframes, ch_msg_t **msg_p, gw_frames_t **ids_p,
+                         const char **why)
+{
+    assert (self && msg_p && ids_p && ch < CH_COUNT);
+    const char *reason = NULL;
+    *msg_p = NULL;
+    *ids_p = NULL;
+    size_t d = 0;
+    while (d < nframes && !(frames [d].size == GW_WIRE_DELIM_LEN
+                            && memcmp (frames [d].data, GW_WIRE_DELIM, GW_WIRE_DELIM_LEN) == 0))
+        d++;
+    //  Identities, delimiter, signature and the four JSON frames, capped.
+    long rc = d + 6 <= nframes ? s_find_delimiter (GW_WIRE_ENVELOPE_MAX, frames, d + 6, &reason)
+                               : -EBADMSG;
+    if (rc >= 0)
+        rc = s_check_signature (self, &frames [d + 1], &reason);
+    ch_msg_t *msg = rc < 0 ? NULL : s_build_msg (ch, &frames [d + 2], &reason);
+    if (!msg) {
+        if (why)
+            *why = reason ? reason : "malformed";
+        return rc < 0 ? (int) rc : -EBADMSG;
+    }
+    *ids_p = gw_frames_new ();
+    for (size_t i = 0; i < d; i++)
+        gw_frames_append (*ids_p, frames [i].data, frames [i].size);
+    *msg_p = msg;
+    return 0;
+}
+
+size_t
+gw_wire_size (const gw_frame_t *frames, size_t nframes)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < nframes; i++)
+        total += frames [i].size;
+    return total;
 }
 
 //  Compact UTF-8 JSON of one part; jansson cannot hold NaN, so it is strict.
@@ -439,12 +491,24 @@ s_dump (const json_t *v, size_t *len_p)
 }
 
 gw_frames_t *
-gw_wire_encode (gw_wire_t *self, const gw_frames_t *ids, const kn_msg_t *msg)
+gw_wire_encode (gw_wire_t *self, const gw_frames_t *ids, const ch_msg_t *msg)
+{
+    gw_frames_t *out = gw_wire_encode_head (self, ids, msg);
+    for (size_t i = 0; out && i < ch_msg_nbuffers (msg); i++) {
+        size_t len = 0;
+        const uint8_t *buf = ch_msg_buffer (msg, i, &len);
+        gw_frames_append (out, buf, len);
+    }
+    return out;
+}
+
+gw_frames_t *
+gw_wire_encode_head (gw_wire_t *self, const gw_frames_t *ids, const ch_msg_t *msg)
 {
     assert (self && msg);
     gw_frames_t *out = ids ? gw_frames_dup (ids) : gw_frames_new ();
     const json_t *parts_json [4] = {
-        kn_msg_header (msg), kn_msg_parent (msg), kn_msg_metadata (msg), kn_msg_content (msg)
+        ch_msg_header (msg), ch_msg_parent (msg), ch_msg_metadata (msg), ch_msg_content (msg)
     };
     uint8_t *parts [4];
     size_t lens [4];
@@ -459,11 +523,6 @@ gw_wire_encode (gw_wire_t *self, const gw_frames_t *ids, const kn_msg_t *msg)
     gw_frames_append (out, sig, (size_t) siglen);
     for (int i = 0; i < 4; i++)
         gw_frames_append_take (out, &parts [i], lens [i]);
-    for (size_t i = 0; i < kn_msg_nbuffers (msg); i++) {
-        size_t len = 0;
-        const uint8_t *buf = kn_msg_buffer (msg, i, &len);
-        gw_frames_append (out, buf, len);
-    }
     return out;
 fail:
     for (int i = 0; i < 4; i++)

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "gw_hmac.h"
-#include "kn_msg.h"
+#include "ch_msg.h"
 
 #define GW_WIRE_DELIM "<IDS|MSG>"
 #define GW_WIRE_DELIM_LEN 9
@@ -26,7 +26,9 @@
 #define GW_WIRE_MAX_DEFAULT (64u * 1024u * 1024u)
 
 //  One frame: data is never NULL (a zero-length frame points at a valid byte).
-typedef struct { uint8_t *data; size_t size; } gw_frame_t;
+//  One frame. owner, when set by the caller of gw_wire_decode, lets the
+//  decoder adopt a large buffer without copying it (gw_wire_set_adopt).
+typedef struct { uint8_t *data; size_t size; void *owner; } gw_frame_t;
 
 //  A growable list of owned frames.
 typedef struct _gw_frames_t gw_frames_t;
@@ -57,6 +59,13 @@ void gw_wire_destroy (gw_wire_t **self_p);
 //  forget everything remembered so far. 0 turns replay protection off.
 void gw_wire_set_history (gw_wire_t *self, size_t max_entries);
 
+//  Buffer frames whose owner is set are attached to decoded messages as they
+//  are, released later by free_fn (data, owner), instead of being copied: a
+//  256 MiB upload is never copied on the reactor. After a successful decode
+//  the caller gives up every such frame whose data is now a buffer of the
+//  message (compare ch_msg_buffer pointers). NULL (the default): copy.
+void gw_wire_set_adopt (gw_wire_t *self, ch_free_fn *free_fn);
+
 //  The signer this codec owns (borrowed).
 gw_hmac_t *gw_wire_hmac (gw_wire_t *self);
 
@@ -67,14 +76,32 @@ gw_hmac_t *gw_wire_hmac (gw_wire_t *self);
 //  -EACCES (unsigned or bad signature) or -EALREADY (replayed signature),
 //  *msg_p and *ids_p are NULL and *why points at a static reason. why may be
 //  NULL. Never crashes on any input.
-int gw_wire_decode (gw_wire_t *self, kn_channel_t ch, const gw_frame_t *frames,
-                    size_t nframes, kn_msg_t **msg_p, gw_frames_t **ids_p,
+int gw_wire_decode (gw_wire_t *self, ch_channel_t ch, const gw_frame_t *frames,
+                    size_t nframes, ch_msg_t **msg_p, gw_frames_t **ids_p,
                     const char **why);
+
+//  The part of a message gw_wire_decode refused as too large that can still
+//  be trusted: identities, signature and the four JSON frames (at most
+//  GW_WIRE_ENVELOPE_MAX bytes together), verified like any message, without
+//  its buffers. So the sender can be told why, instead of waiting forever.
+//  Same returns as gw_wire_decode.
+#define GW_WIRE_ENVELOPE_MAX (1u << 20)
+int gw_wire_decode_envelope (gw_wire_t *self, ch_channel_t ch, const gw_frame_t *frames,
+                             size_t nframes, ch_msg_t **msg_p, gw_frames_t **ids_p,
+                             const char **why);
+
+//  Total bytes of nframes frames.
+size_t gw_wire_size (const gw_frame_t *frames, size_t nframes);
 
 //  Encode msg: the ids (may be NULL: routing identities, or a single topic
 //  frame for iopub), "<IDS|MSG>", the hex signature of the four compact UTF-8
 //  JSON frames exactly as sent, the four frames, then the buffers. Returns a
 //  new list, or NULL if signing failed.
-gw_frames_t *gw_wire_encode (gw_wire_t *self, const gw_frames_t *ids, const kn_msg_t *msg);
+gw_frames_t *gw_wire_encode (gw_wire_t *self, const gw_frames_t *ids, const ch_msg_t *msg);
+
+//  The same without the buffers, which the caller sends itself (without a
+//  copy, straight from the message).
+gw_frames_t *gw_wire_encode_head (gw_wire_t *self, const gw_frames_t *ids,
+                                  const ch_msg_t *msg);
 
 #endif

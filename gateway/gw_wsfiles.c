@@ -1,26 +1,16 @@
 /*  gw_wsfiles - files beneath a workspace directory on the host. */
 #include "gw_wsfiles.h"
+#include "ch_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-void
-gw_sha256_hex (const uint8_t *data, size_t len, char hex [65])
-{
-    unsigned char md [32];
-    unsigned int n = 0;
-    EVP_Digest (data, len, md, &n, EVP_sha256 (), NULL);
-    for (int i = 0; i < 32; i++)
-        snprintf (hex + 2 * i, 3, "%02x", md [i]);
-}
 
 //  The part of path below root ("" never), or NULL when it is not beneath.
 static const char *
@@ -97,8 +87,8 @@ s_mkdirs_beneath (const char *root, const char *rel)
 }
 
 int
-gw_wsfiles_put (const char *root, const char *path, const uint8_t *data, size_t len,
-                json_t **reply_p, char *err, size_t errlen)
+gw_wsfiles_put (const char *root, const char *path, bool append, const uint8_t *data,
+                size_t len, json_t **reply_p, char *err, size_t errlen)
 {
     const char *rel = s_relative (root, path);
     if (!rel) {
@@ -107,37 +97,33 @@ gw_wsfiles_put (const char *root, const char *path, const uint8_t *data, size_t 
     }
     int fd = s_mkdirs_beneath (root, rel);
     if (fd == 0)
-        fd = s_open_beneath (root, rel, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        fd = s_open_beneath (root, rel, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC),
+                             0644);
     if (fd < 0) {
         snprintf (err, errlen, "cannot write %.200s: %s", path, s_why (fd));
         return fd;
     }
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = write (fd, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0) {
-            int e = errno;
-            close (fd);
-            snprintf (err, errlen, "cannot write %.200s: %s", path, strerror (e));
-            return -e;
-        }
-        off += (size_t) w;
-    }
+    struct iovec iov = { (void *) data, len };
+    int rc = len ? ch_write_all (fd, &iov, 1, -1) : 0;
+    struct stat st;
+    if (rc == 0 && fstat (fd, &st) < 0)
+        rc = -errno;
     close (fd);
-    char hex [65];
-    gw_sha256_hex (data, len, hex);
+    if (rc < 0) {
+        snprintf (err, errlen, "cannot write %.200s: %s", path, strerror (rc == -EPIPE ? EIO
+                                                                           : -rc));
+        return rc;
+    }
     char abs [4200];
     snprintf (abs, sizeof abs, "%s/%s", root, rel);
-    *reply_p = json_pack ("{s:s, s:s, s:I, s:I, s:s}", "status", "ok", "path", abs,
-                          "size", (json_int_t) len, "written", (json_int_t) len, "sha256", hex);
+    *reply_p = json_pack ("{s:s, s:s, s:I, s:I}", "status", "ok", "path", abs,
+                          "size", (json_int_t) st.st_size, "written", (json_int_t) len);
     return 0;
 }
 
 int
-gw_wsfiles_get (const char *root, const char *path, size_t max, uint8_t **data_p,
-                size_t *len_p, char *err, size_t errlen)
+gw_wsfiles_get (const char *root, const char *path, uint64_t offset, size_t len,
+                uint8_t **data_p, size_t *len_p, json_t **reply_p, char *err, size_t errlen)
 {
     const char *rel = s_relative (root, path);
     if (!rel) {
@@ -154,23 +140,21 @@ gw_wsfiles_get (const char *root, const char *path, size_t max, uint8_t **data_p
             close (fd);
         return rc;
     }
-    if ((size_t) st.st_size > max) {
-        close (fd);
-        snprintf (err, errlen, "%.200s is %lld bytes, over the %zu-byte cap", path,
-                  (long long) st.st_size, max);
-        return -EFBIG;
-    }
-    uint8_t *buf = malloc ((size_t) st.st_size + 1);
+    uint64_t size = (uint64_t) st.st_size, start = offset < size ? offset : size;
+    size_t want = len < size - start ? len : (size_t) (size - start);
+    uint8_t *buf = malloc (want + 1);
     if (!buf)
         abort ();
-    ssize_t n = read (fd, buf, (size_t) st.st_size + 1);
+    ssize_t n = want ? pread (fd, buf, want, (off_t) start) : 0;
     close (fd);
-    if (n < 0 || (size_t) n > (size_t) st.st_size) {
+    if (n < 0) {
         free (buf);
-        snprintf (err, errlen, "%.200s changed while it was read", path);
-        return -EAGAIN;
+        snprintf (err, errlen, "cannot read %.200s: %s", path, strerror (errno));
+        return -EIO;
     }
     *data_p = buf;
     *len_p = (size_t) n;
+    *reply_p = json_pack ("{s:s, s:I, s:I, s:b}", "status", "ok", "size", (json_int_t) size,
+                          "offset", (json_int_t) start, "eof", start + (uint64_t) n >= size);
     return 0;
 }

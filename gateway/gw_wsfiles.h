@@ -8,20 +8,21 @@
 #define GW_WSFILES_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 //  root is the workspace directory; path is relative to it or absolute
-//  under it. 0 and *reply_p {status, path, size, sha256}, or -errno + err.
-int gw_wsfiles_put (const char *root, const char *path, const uint8_t *data, size_t len,
-                    json_t **reply_p, char *err, size_t errlen);
+//  under it (the guest's /workspace/x spelling works too). Write len bytes,
+//  after what is there when append, else replacing it. 0 and *reply_p
+//  {status, path, size (the file's now), written}, or -errno + err.
+int gw_wsfiles_put (const char *root, const char *path, bool append, const uint8_t *data,
+                    size_t len, json_t **reply_p, char *err, size_t errlen);
 
-//  0 and the bytes (malloc'ed) in *data_p / *len_p, at most max; -EFBIG
-//  past it; other -errno + err.
-int gw_wsfiles_get (const char *root, const char *path, size_t max, uint8_t **data_p,
-                    size_t *len_p, char *err, size_t errlen);
-
-//  Lowercase hex SHA-256 of data into hex (65 bytes).
-void gw_sha256_hex (const uint8_t *data, size_t len, char hex [65]);
+//  Read up to len bytes at offset: 0, the bytes (malloc'ed) in *data_p /
+//  *len_p and *reply_p {status, size, offset, eof}; or -errno + err.
+int gw_wsfiles_get (const char *root, const char *path, uint64_t offset, size_t len,
+                    uint8_t **data_p, size_t *len_p, json_t **reply_p, char *err,
+                    size_t errlen);
 
 #endif

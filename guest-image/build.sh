@@ -1,8 +1,9 @@
 #!/bin/bash
 # guest-image/build.sh - build the cellvm guest image (see docs/guest-image.md).
 #
-#   guest-image/build.sh CELLVM_KERNEL_BINARY OUTDIR
+#   guest-image/build.sh CELLVM_KERNEL_BINARY CELLVM_INIT_BINARY OUTDIR (both built by `make image`)
 #
+# Both binaries come from the Makefile (`make image` builds them with the project's warnings).
 # Writes OUTDIR/{vmlinux,initrd.img,rootfs.ext4,cellvm-init,image.json}. Runs as root, unattended.
 # Every slow step is cached by a hash of its inputs under $CELLVM_IMAGE_CACHE
 # (default /var/cache/cellvm/image), outside the work tree, so CI and later runs reuse it:
@@ -44,12 +45,13 @@ step() {
 die() { log "error: $*"; exit 1; }
 sha() { sha256sum | cut -c1-16; }
 
-usage() { echo "usage: $0 CELLVM_KERNEL_BINARY OUTDIR | $0 --prefetch" >&2; exit 2; }
+usage() { echo "usage: $0 CELLVM_KERNEL_BINARY CELLVM_INIT_BINARY OUTDIR | $0 --prefetch" >&2; exit 2; }
 PREFETCH=0
-if [ "${1:-}" = --prefetch ]; then PREFETCH=1; set -- /bin/true /nonexistent; fi
-[ $# -eq 2 ] || usage
-KBIN=$(readlink -f "$1"); OUT=$2
+if [ "${1:-}" = --prefetch ]; then PREFETCH=1; set -- /bin/true /bin/true /nonexistent; fi
+[ $# -eq 3 ] || usage
+KBIN=$(readlink -f "$1"); IBIN=$(readlink -f "$2"); OUT=$3
 [ -x "$KBIN" ] || die "cellvm-kernel binary '$1' not found (run make kernel first)"
+[ -x "$IBIN" ] || die "cellvm-init binary '$2' not found (run make init first)"
 [ "$(id -u)" = 0 ] || die "must run as root (debootstrap, mkfs of device nodes)"
 
 # --- host tools: a fresh machine has none of them -------------------------------------------
@@ -165,15 +167,6 @@ configure_base() {
         >/dev/null 2>&1 || true
 }
 
-# --- guest init -----------------------------------------------------------------------------
-build_init() {
-    local out=$1 src
-    src=$(ls "$HERE"/init/*.c)
-    gcc -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
-        -O2 -g -D_GNU_SOURCE -I"$ROOT/kernel" -I"$HERE/init" -o "$out" \
-        $src "$ROOT/kernel/kn_frame.c" "$ROOT/kernel/kn_msg.c" -ljansson -lcrypto -lm
-}
-
 # --- initramfs: busybox, the modules, a script that mounts the root and switches to it ------
 build_initrd() {
     local kdir=$1 out=$2 tmp
@@ -241,10 +234,9 @@ main() {
     if [ "$PREFETCH" = 1 ]; then step ""; log "kernel and base cached"; return 0; fi
 
     step "init"
-    local ikey; ikey=$(cat "$HERE"/init/*.c "$HERE"/init/*.h "$ROOT"/kernel/kn_frame.[ch] \
-        "$ROOT"/kernel/kn_msg.[ch] "$HERE/initramfs-init.sh" 2>/dev/null | sha)
+    local ikey; ikey=$(cat "$IBIN" | sha)
     local init=$CACHE/init-$ikey
-    if [ -x "$init" ]; then log "cached $init"; else build_init "$init.tmp" && mv "$init.tmp" "$init"; fi
+    if [ -x "$init" ]; then log "cached $init"; else install -m 755 "$IBIN" "$init.tmp" && mv "$init.tmp" "$init"; fi
 
     step "initramfs"
     local rkey; rkey=$(cat "$HERE/initramfs-init.sh" "$kdir/modules/modules.order" | sha)

@@ -6,7 +6,7 @@
 #ifndef KN_CHAN_H
 #define KN_CHAN_H
 
-#include "kn_msg.h"
+#include "ch_msg.h"
 
 typedef struct _kn_chan_t kn_chan_t;
 
@@ -16,13 +16,13 @@ void kn_chan_destroy (kn_chan_t **self_p);
 
 //  Send the message and its buffers. Takes *msg_p. 0, or -EPIPE once the peer
 //  is gone, or -EMSGSIZE (message dropped, logged) when a frame is too big.
-int kn_chan_send (kn_chan_t *self, kn_msg_t **msg_p);
+int kn_chan_send (kn_chan_t *self, ch_msg_t **msg_p);
 
 //  Receive one complete message (with its buffers). Returns 0; -EPIPE on end
 //  of stream; -EPROTO on a broken frame length (fatal: the stream cannot be
 //  resynchronised); -EBADMSG when a frame was not a valid envelope (dropped;
 //  err says why, the next call reads on).
-int kn_chan_recv (kn_chan_t *self, kn_msg_t **msg_p, char *err, size_t errlen);
+int kn_chan_recv (kn_chan_t *self, ch_msg_t **msg_p, char *err, size_t errlen);
 
 uint32_t kn_chan_max_frame (const kn_chan_t *self);
 

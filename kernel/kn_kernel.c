@@ -1,5 +1,6 @@
 /*  kn_kernel - the kernel's protocol core. */
 #include "kn_kernel.h"
+#include "ch_hello.h"
 #include "kn_log.h"
 #include "kn_outfiles.h"
 
@@ -13,11 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define S_CHANNEL_VERSION 1
 #define S_RESEED_IDLE_MS 150        //  an empty queue this long pays for the reseed
 
 typedef struct s_item_t {
-    kn_msg_t *msg;
+    ch_msg_t *msg;
     struct s_item_t *next;
 } s_item_t;
 
@@ -43,7 +43,7 @@ struct _kn_kernel_t {
     bool input_waiting;
     char *input_value;
     json_int_t last_count;          //  last execute_reply execution_count
-    kn_msg_t *reseed;               //  main thread only: entropy hello not yet applied
+    ch_msg_t *reseed;               //  main thread only: entropy hello not yet applied
 };
 
 kn_kernel_t *
@@ -55,7 +55,7 @@ kn_kernel_new (kn_chan_t *chan, const kn_kernel_config_t *config)
         abort ();
     self->chan = chan;
     self->pid = getpid ();
-    kn_uuid4 (self->session);
+    ch_uuid4 (self->session);
     pthread_mutex_init (&self->lock, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init (&attr);
@@ -84,10 +84,10 @@ kn_kernel_destroy (kn_kernel_t **self_p)
     while (self->head) {
         s_item_t *it = self->head;
         self->head = it->next;
-        kn_msg_destroy (&it->msg);
+        ch_msg_destroy (&it->msg);
         free (it);
     }
-    kn_msg_destroy (&self->reseed);
+    ch_msg_destroy (&self->reseed);
     kn_outfiles_destroy (&self->outfiles);
     json_decref (self->info);
     json_decref (self->parent);
@@ -130,10 +130,10 @@ kn_kernel_session (const kn_kernel_t *self)
 //  Sending
 
 static void
-s_send (kn_kernel_t *self, kn_channel_t ch, const char *type, const json_t *parent,
+s_send (kn_kernel_t *self, ch_channel_t ch, const char *type, const json_t *parent,
         json_t **content_p)
 {
-    kn_msg_t *msg = kn_msg_new (ch, type, parent, content_p, self->session);
+    ch_msg_t *msg = ch_msg_new (ch, type, parent, content_p, self->session);
     if (kn_chan_send (self->chan, &msg) == -EPIPE)
         kn_log (KN_LOG_DEBUG, "chan.closed", "msg_type=%s", type);
 }
@@ -142,7 +142,7 @@ static void
 s_status (kn_kernel_t *self, const json_t *parent, const char *state)
 {
     json_t *c = json_pack ("{s:s}", "execution_state", state);
-    s_send (self, KN_CH_IOPUB, "status", parent, &c);
+    s_send (self, CH_IOPUB, "status", parent, &c);
 }
 
 //  "foo_request" -> "foo_reply" in out; false if type is not a request.
@@ -164,15 +164,15 @@ s_error_content (const char *ename, const char *evalue)
 }
 
 static void
-s_reply (kn_kernel_t *self, const kn_msg_t *req, json_t **content_p)
+s_reply (kn_kernel_t *self, const ch_msg_t *req, json_t **content_p)
 {
     char rtype [256];
-    if (!s_reply_type (kn_msg_type (req), rtype, sizeof rtype)) {
+    if (!s_reply_type (ch_msg_type (req), rtype, sizeof rtype)) {
         json_decref (*content_p);
         *content_p = NULL;
         return;
     }
-    s_send (self, kn_msg_channel (req), rtype, kn_msg_header (req), content_p);
+    s_send (self, ch_msg_channel (req), rtype, ch_msg_header (req), content_p);
 }
 
 void
@@ -182,9 +182,9 @@ kn_kernel_publish (kn_kernel_t *self, const char *msg_type, json_t **content_p)
     if (strcmp (msg_type, "stream") != 0)
         kn_kernel_flush (self);     //  output first, then what follows it
     pthread_mutex_lock (&self->lock);
-    kn_msg_t *msg = NULL;
+    ch_msg_t *msg = NULL;
     if (!self->silent)
-        msg = kn_msg_new (KN_CH_IOPUB, msg_type, self->parent, content_p, self->session);
+        msg = ch_msg_new (CH_IOPUB, msg_type, self->parent, content_p, self->session);
     pthread_mutex_unlock (&self->lock);
     json_decref (*content_p);
     *content_p = NULL;
@@ -228,7 +228,7 @@ kn_kernel_input_begin (kn_kernel_t *self, const char *prompt, bool password)
     pthread_mutex_unlock (&self->lock);
     if (!closed) {
         json_t *c = json_pack ("{s:s, s:b}", "prompt", prompt, "password", password);
-        s_send (self, KN_CH_STDIN, "input_request", parent, &c);
+        s_send (self, CH_STDIN, "input_request", parent, &c);
     }
     json_decref (parent);
     return closed ? -EPIPE : 0;
@@ -271,7 +271,7 @@ s_send_hello (kn_kernel_t *self)
 {
     json_t *li = json_object_get (self->info, "language_info");
     json_t *c = json_pack ("{s:s, s:i, s:s, s:i, s:s, s:s, s:s, s:b, s:I, s:s?, s:s}",
-        "protocol", "cellvm-channel", "version", S_CHANNEL_VERSION, "role", "kernel",
+        "protocol", CH_PROTO_CHANNEL, "version", CH_HELLO_VERSION, "role", "kernel",
         "pid", (int) getpid (), "implementation", "cellvm-kernel",
         "implementation_version", json_string_value (json_object_get (self->info,
                                                      "implementation_version")),
@@ -279,7 +279,7 @@ s_send_hello (kn_kernel_t *self)
         "ipython", self->ipython,
         "max_frame", (json_int_t) kn_chan_max_frame (self->chan),
         "outdir", self->outdir, "session", self->session);
-    s_send (self, KN_CH_CELLVM, "hello", NULL, &c);
+    s_send (self, CH_CELLVM, "hello", NULL, &c);
 }
 
 static void
@@ -288,25 +288,23 @@ s_protocol_error (kn_kernel_t *self, const char *why, bool fatal)
     kn_log (fatal ? KN_LOG_ERROR : KN_LOG_WARN, "chan.bad_input",
             "fatal=%s reason=\"%s\"", fatal ? "true" : "false", why);
     json_t *c = json_pack ("{s:s, s:b}", "error", why, "fatal", fatal);
-    s_send (self, KN_CH_CELLVM, "protocol_error", NULL, &c);
+    s_send (self, CH_CELLVM, "protocol_error", NULL, &c);
 }
 
-static void s_enqueue (kn_kernel_t *self, kn_msg_t **msg_p);
+static void s_enqueue (kn_kernel_t *self, ch_msg_t **msg_p);
 
 static void
-s_on_cellvm (kn_kernel_t *self, kn_msg_t **msg_p)
+s_on_cellvm (kn_kernel_t *self, ch_msg_t **msg_p)
 {
-    const kn_msg_t *msg = *msg_p;
-    json_t *c = kn_msg_content (msg);
-    if (strcmp (kn_msg_type (msg), "hello") != 0) {
+    const ch_msg_t *msg = *msg_p;
+    json_t *c = ch_msg_content (msg);
+    if (strcmp (ch_msg_type (msg), "hello") != 0) {
         s_protocol_error (self, "unknown cellvm message type", false);
         return;
     }
-    const char *proto = json_string_value (json_object_get (c, "protocol"));
-    json_t *ver = json_object_get (c, "version");
-    if (!proto || strcmp (proto, "cellvm-channel") != 0 || !json_is_integer (ver)
-    ||  json_integer_value (ver) != S_CHANNEL_VERSION) {
-        s_protocol_error (self, "driver hello: protocol must be cellvm-channel version 1", true);
+    char why [128];
+    if (ch_hello_check (c, CH_PROTO_CHANNEL, NULL, why, sizeof why) < 0) {
+        s_protocol_error (self, why, true);
         _exit (3);
     }
     s_send_hello (self);
@@ -320,17 +318,17 @@ s_on_cellvm (kn_kernel_t *self, kn_msg_t **msg_p)
 //  Control and stdin, on the reader thread
 
 static void
-s_shutdown (kn_kernel_t *self, const kn_msg_t *req)
+s_shutdown (kn_kernel_t *self, const ch_msg_t *req)
 {
-    json_t *restart = json_object_get (kn_msg_content (req), "restart");
+    json_t *restart = json_object_get (ch_msg_content (req), "restart");
     bool again = json_is_true (restart);
     json_t *c = json_pack ("{s:s, s:b}", "status", "ok", "restart", again);
     s_reply (self, req, &c);
-    s_status (self, kn_msg_header (req), "idle");
+    s_status (self, ch_msg_header (req), "idle");
     kn_kernel_flush (self);
     c = json_pack ("{s:s, s:b, s:i}", "reason", "shutdown_request", "restart", again,
                    "status", 0);
-    s_send (self, KN_CH_CELLVM, "exiting", NULL, &c);
+    s_send (self, CH_CELLVM, "exiting", NULL, &c);
     kn_log (KN_LOG_INFO, "kernel.exit", "reason=shutdown_request restart=%s",
             again ? "true" : "false");
     //  Python may be mid-cell on the main thread: leave without finalising it.
@@ -338,10 +336,10 @@ s_shutdown (kn_kernel_t *self, const kn_msg_t *req)
 }
 
 static void
-s_on_control (kn_kernel_t *self, const kn_msg_t *msg)
+s_on_control (kn_kernel_t *self, const ch_msg_t *msg)
 {
-    const char *type = kn_msg_type (msg);
-    json_t *parent = kn_msg_header (msg);
+    const char *type = ch_msg_type (msg);
+    json_t *parent = ch_msg_header (msg);
     json_t *c = NULL;
     s_status (self, parent, "busy");
     if (strcmp (type, "shutdown_request") == 0)
@@ -366,11 +364,11 @@ s_on_control (kn_kernel_t *self, const kn_msg_t *msg)
 }
 
 static void
-s_on_stdin (kn_kernel_t *self, const kn_msg_t *msg)
+s_on_stdin (kn_kernel_t *self, const ch_msg_t *msg)
 {
-    const char *value = json_string_value (json_object_get (kn_msg_content (msg), "value"));
+    const char *value = json_string_value (json_object_get (ch_msg_content (msg), "value"));
     pthread_mutex_lock (&self->lock);
-    bool take = self->input_waiting && value && strcmp (kn_msg_type (msg), "input_reply") == 0;
+    bool take = self->input_waiting && value && strcmp (ch_msg_type (msg), "input_reply") == 0;
     if (take) {
         free (self->input_value);
         self->input_value = strdup (value);
@@ -382,7 +380,7 @@ s_on_stdin (kn_kernel_t *self, const kn_msg_t *msg)
 }
 
 static void
-s_enqueue (kn_kernel_t *self, kn_msg_t **msg_p)
+s_enqueue (kn_kernel_t *self, ch_msg_t **msg_p)
 {
     s_item_t *it = calloc (1, sizeof *it);
     if (!it)
@@ -404,7 +402,7 @@ s_reader (void *arg)
 {
     kn_kernel_t *self = arg;
     while (1) {
-        kn_msg_t *msg = NULL;
+        ch_msg_t *msg = NULL;
         char why [256] = "";
         int rc = kn_chan_recv (self->chan, &msg, why, sizeof why);
         if (rc == -EPROTO) {
@@ -417,14 +415,14 @@ s_reader (void *arg)
             s_protocol_error (self, why, false);
             continue;
         }
-        switch (kn_msg_channel (msg)) {
-            case KN_CH_SHELL:   s_enqueue (self, &msg); break;
-            case KN_CH_CONTROL: s_on_control (self, msg); break;
-            case KN_CH_STDIN:   s_on_stdin (self, msg); break;
-            case KN_CH_CELLVM:  s_on_cellvm (self, &msg); break;
+        switch (ch_msg_channel (msg)) {
+            case CH_SHELL:   s_enqueue (self, &msg); break;
+            case CH_CONTROL: s_on_control (self, msg); break;
+            case CH_STDIN:   s_on_stdin (self, msg); break;
+            case CH_CELLVM:  s_on_cellvm (self, &msg); break;
             default:            s_protocol_error (self, "the driver may not send on iopub", false);
         }
-        kn_msg_destroy (&msg);
+        ch_msg_destroy (&msg);
     }
     kn_log (KN_LOG_INFO, "chan.eof", "reason=\"the driver closed the channel\"");
     pthread_mutex_lock (&self->lock);
@@ -458,18 +456,18 @@ s_abort_queued (kn_kernel_t *self, s_item_t *list)
         s_item_t *it = list;
         list = it->next;
         it->next = NULL;
-        if (strcmp (kn_msg_type (it->msg), "execute_request") != 0) {
+        if (strcmp (ch_msg_type (it->msg), "execute_request") != 0) {
             *kt = tail = it;
             kt = &it->next;
             continue;
         }
-        s_status (self, kn_msg_header (it->msg), "busy");
+        s_status (self, ch_msg_header (it->msg), "busy");
         json_t *c = s_error_content ("ExecutionAborted", "Not run: an earlier cell raised "
                                      "an error and stop_on_error is set. Fix it and run again.");
         json_object_set_new (c, "execution_count", json_integer (self->last_count));
         s_reply (self, it->msg, &c);
-        s_status (self, kn_msg_header (it->msg), "idle");
-        kn_msg_destroy (&it->msg);
+        s_status (self, ch_msg_header (it->msg), "idle");
+        ch_msg_destroy (&it->msg);
         free (it);
     }
     //  Put the survivors back in front of anything that arrived meanwhile.
@@ -484,11 +482,11 @@ s_abort_queued (kn_kernel_t *self, s_item_t *list)
 }
 
 static void
-s_set_current (kn_kernel_t *self, const kn_msg_t *msg, bool silent, bool executing)
+s_set_current (kn_kernel_t *self, const ch_msg_t *msg, bool silent, bool executing)
 {
     pthread_mutex_lock (&self->lock);
     json_decref (self->parent);
-    self->parent = msg ? json_incref (kn_msg_header (msg)) : NULL;
+    self->parent = msg ? json_incref (ch_msg_header (msg)) : NULL;
     self->silent = silent;
     self->executing = executing;
     pthread_mutex_unlock (&self->lock);
@@ -503,8 +501,8 @@ s_reseed (kn_kernel_t *self)
     if (!self->reseed)
         return;
     json_t *r = self->interp.handle (self->interp.ctx, "cellvm_reseed_request",
-                                     kn_msg_content (self->reseed));
-    kn_msg_destroy (&self->reseed);
+                                     ch_msg_content (self->reseed));
+    ch_msg_destroy (&self->reseed);
     const char *st = json_string_value (json_object_get (r, "status"));
     kn_log (st && !strcmp (st, "ok") ? KN_LOG_INFO : KN_LOG_ERROR, "kernel.reseed",
             "status=%s", st ? st : "?");
@@ -514,10 +512,10 @@ s_reseed (kn_kernel_t *self)
 //  Run an execute or other interpreter request; returns the reply content.
 //  When stop_on_error applies, *aborted gets the queue as it was then.
 static json_t *
-s_run_interp (kn_kernel_t *self, const kn_msg_t *msg, s_item_t **aborted)
+s_run_interp (kn_kernel_t *self, const ch_msg_t *msg, s_item_t **aborted)
 {
-    const char *type = kn_msg_type (msg);
-    json_t *content = kn_msg_content (msg);
+    const char *type = ch_msg_type (msg);
+    json_t *content = ch_msg_content (msg);
     bool exec = strcmp (type, "execute_request") == 0;
     bool silent = exec && json_is_true (json_object_get (content, "silent"));
     s_reseed (self);    //  before any user-influenced Python runs
@@ -553,18 +551,18 @@ s_run_interp (kn_kernel_t *self, const kn_msg_t *msg, s_item_t **aborted)
 }
 
 static void
-s_on_shell (kn_kernel_t *self, kn_msg_t **msg_p)
+s_on_shell (kn_kernel_t *self, ch_msg_t **msg_p)
 {
-    kn_msg_t *msg = *msg_p;
-    if (kn_msg_channel (msg) == KN_CH_CELLVM) {
+    ch_msg_t *msg = *msg_p;
+    if (ch_msg_channel (msg) == CH_CELLVM) {
         //  An entropy hello: keep it for later; a newer one replaces it.
-        kn_msg_destroy (&self->reseed);
+        ch_msg_destroy (&self->reseed);
         self->reseed = msg;
         *msg_p = NULL;
         return;
     }
-    const char *type = kn_msg_type (msg);
-    json_t *parent = kn_msg_header (msg);
+    const char *type = ch_msg_type (msg);
+    json_t *parent = ch_msg_header (msg);
     s_item_t *aborted = NULL;
     json_t *reply = NULL;
     s_set_current (self, msg, false, false);
@@ -576,7 +574,7 @@ s_on_shell (kn_kernel_t *self, kn_msg_t **msg_p)
     else if (strcmp (type, "comm_open") == 0) {
         //  No comm targets are registered: close it, as ipykernel does.
         json_t *c = json_pack ("{s:O?, s:{}}", "comm_id",
-                               json_object_get (kn_msg_content (msg), "comm_id"), "data");
+                               json_object_get (ch_msg_content (msg), "comm_id"), "data");
         kn_kernel_publish (self, "comm_close", &c);
     }
     else if (strncmp (type, "comm_", 5) != 0 || strcmp (type, "comm_info_request") == 0)
@@ -655,10 +653,10 @@ kn_kernel_run (kn_kernel_t *self)
     s_item_t *it;
     while ((it = s_next (self))) {
         s_on_shell (self, &it->msg);
-        kn_msg_destroy (&it->msg);
+        ch_msg_destroy (&it->msg);
         free (it);
     }
-    kn_msg_destroy (&self->reseed);    //  the channel is gone: no cell will run
+    ch_msg_destroy (&self->reseed);    //  the channel is gone: no cell will run
     pthread_join (self->reader, NULL);
     return 0;
 }

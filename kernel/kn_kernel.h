@@ -8,7 +8,7 @@
 #define KN_KERNEL_H
 
 #include "kn_chan.h"
-#include "kn_msg.h"
+#include "ch_msg.h"
 
 #include <stdbool.h>
 

@@ -1,6 +1,6 @@
 /*  kn_log - the kernel's log lines. */
 #include "kn_log.h"
-#include "kn_msg.h"
+#include "ch_msg.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,7 +33,7 @@ kn_log (kn_log_level_t level, const char *event, const char *fmt, ...)
     if (level > s_level)
         return;
     char line [2048], now [32];
-    kn_utc_now (now);
+    ch_utc_now (now);
     int n = snprintf (line, sizeof line, "%s level=%s component=kernel pid=%d event=%s ",
                       now, s_names [level], (int) getpid (), event);
     va_list ap;

@@ -1,5 +1,6 @@
 /*  kn_outfiles - which files under the output directory a cell changed. */
 #include "kn_outfiles.h"
+#include "ch_util.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -42,29 +43,11 @@ s_list_clear (s_list_t *l)
     memset (l, 0, sizeof *l);
 }
 
-static int
-s_mkdirs (const char *dir)
-{
-    char tmp [4096];
-    if (snprintf (tmp, sizeof tmp, "%s", dir) >= (int) sizeof tmp)
-        return -ENAMETOOLONG;
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir (tmp, 0755) < 0 && errno != EEXIST)
-                return -errno;
-            *p = '/';
-        }
-    if (mkdir (tmp, 0755) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
-
 kn_outfiles_t *
 kn_outfiles_new (const char *dir, size_t cap)
 {
     assert (dir);
-    if (s_mkdirs (dir) < 0)
+    if (ch_mkdir_p (dir, 0755) < 0)
         return NULL;
     kn_outfiles_t *self = calloc (1, sizeof *self);
     if (!self)
@@ -163,40 +146,12 @@ s_same (const s_entry_t *a, const s_entry_t *b)
         && a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
 }
 
-//  Hex SHA-256 of a regular file, opened without following symlinks.
-static int
-s_sha256 (const char *path, char hex [65], off_t *size)
-{
-    int fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new ();
-    EVP_DigestInit_ex (ctx, EVP_sha256 (), NULL);
-    unsigned char buf [65536], md [32];
-    ssize_t n;
-    off_t total = 0;
-    while ((n = read (fd, buf, sizeof buf)) > 0) {
-        EVP_DigestUpdate (ctx, buf, (size_t) n);
-        total += n;
-    }
-    unsigned int mdlen = 0;
-    EVP_DigestFinal_ex (ctx, md, &mdlen);
-    EVP_MD_CTX_free (ctx);
-    close (fd);
-    if (n < 0)
-        return -EIO;
-    for (int i = 0; i < 32; i++)
-        snprintf (hex + 2 * i, 3, "%02x", md [i]);
-    *size = total;
-    return 0;
-}
-
 static json_t *
 s_describe (const s_entry_t *e)
 {
     char hex [65];
     off_t size = 0;
-    if (s_sha256 (e->path, hex, &size) < 0)
+    if (ch_sha256_file (e->path, O_NOFOLLOW, hex, &size) < 0)
         return NULL;    //  vanished or unreadable since the scan
     const char *base = strrchr (e->path, '/');
     return json_pack ("{s:s, s:I, s:s, s:s}", "path", e->path, "size", (json_int_t) size,

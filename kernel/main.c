@@ -6,7 +6,7 @@
  */
 #include "kn_capture.h"
 #include "kn_chan.h"
-#include "kn_frame.h"
+#include "ch_frame.h"
 #include "kn_kernel.h"
 #include "kn_log.h"
 #include "kn_py.h"
@@ -106,7 +106,7 @@ s_capture_flush (void *arg)
 int
 main (int argc, char **argv)
 {
-    s_args_t a = { -1, NULL, "/workspace/out", KN_FRAME_MAX_DEFAULT, KN_LOG_INFO };
+    s_args_t a = { -1, NULL, "/workspace/out", CH_FRAME_MAX_DEFAULT, KN_LOG_INFO };
     if (s_parse (argc, argv, &a) < 0) {
         s_usage (stderr);
         return 2;

@@ -11,9 +11,13 @@
 #ifndef GI_CTL_H
 #define GI_CTL_H
 
-#include "kn_msg.h"
+#include "ch_msg.h"
 
 #include <poll.h>
+
+//  One message with its buffers may hold at most this much; more is refused
+//  (the frame limit is the caller's, CH_FRAME_MAX_DEFAULT in init).
+#define GI_CTL_MSG_MAX (96u * 1024u * 1024u)
 
 typedef struct _gi_ctl_t gi_ctl_t;
 
@@ -30,11 +34,11 @@ int gi_ctl_pollfd (gi_ctl_t *self, struct pollfd *pfd);
 //  Do the I/O poll() reported (revents may be 0: then just re-check the
 //  connection). Sets *msg_p when a whole message (with its buffers) arrived;
 //  call again until it returns 0 with *msg_p NULL. Returns 0 or -errno.
-int gi_ctl_io (gi_ctl_t *self, short revents, kn_msg_t **msg_p);
+int gi_ctl_io (gi_ctl_t *self, short revents, ch_msg_t **msg_p);
 
 //  Queue a message and its buffers for sending; takes *msg_p. Dropped (not
 //  an error) while disconnected. -EMSGSIZE / -ENOBUFS when it cannot fit.
-int gi_ctl_send (gi_ctl_t *self, kn_msg_t **msg_p);
+int gi_ctl_send (gi_ctl_t *self, ch_msg_t **msg_p);
 
 //  1 while a host is connected.
 int gi_ctl_connected (const gi_ctl_t *self);

@@ -1,11 +1,12 @@
 /*  gi_files - put/get under /workspace, symlink-proof. */
 #include "gi_files.h"
+#include "ch_util.h"
 #include "gi_sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,32 +17,49 @@
 #define S_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS \
                    | RESOLVE_NO_XDEV)
 
-void
-gi_sha256_hex (const uint8_t *data, size_t len, char out [65])
+//  Where /workspace is on disk: itself, except in tests.
+static char s_root_dir [PATH_MAX] = GI_WORKSPACE;
+
+int
+gi_files_set_root (const char *dir)
 {
-    unsigned char md [EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    EVP_Digest (data, len, md, &mdlen, EVP_sha256 (), NULL);
-    for (unsigned i = 0; i < mdlen && i < 32; i++)
-        snprintf (out + 2 * i, 3, "%02x", md [i]);
-    out [64] = 0;
+    if (dir && strlen (dir) >= sizeof s_root_dir)
+        return -ENAMETOOLONG;
+    snprintf (s_root_dir, sizeof s_root_dir, "%s", dir ? dir : GI_WORKSPACE);
+    return 0;
 }
 
-//  The part of path below /workspace ("" for /workspace itself), or NULL
-//  when it is absolute elsewhere, empty, or holds a NUL-free oddity.
-static const char *
-s_relative (const char *path)
+//  1 when a ".." in rel climbs above where rel starts.
+static int
+s_climbs (const char *rel)
+{
+    long depth = 0;
+    for (const char *p = rel; *p; ) {
+        size_t n = strcspn (p, "/");
+        if (n == 2 && p [0] == '.' && p [1] == '.')
+            depth--;
+        else if (n > 0 && !(n == 1 && p [0] == '.'))
+            depth++;
+        if (depth < 0)
+            return 1;
+        p += n + (p [n] == '/');
+    }
+    return 0;
+}
+
+const char *
+gi_files_relative (const char *path)
 {
     size_t n = strlen (GI_WORKSPACE);
-    if (!path || !path [0])
+    if (!path)
         return NULL;
-    if (path [0] != '/')
-        return path;
-    if (strncmp (path, GI_WORKSPACE, n) != 0 || (path [n] != '/' && path [n] != 0))
-        return NULL;
-    while (path [n] == '/')
-        n++;
-    return path + n;
+    if (path [0] == '/') {
+        if (strncmp (path, GI_WORKSPACE, n) != 0 || (path [n] != '/' && path [n] != 0))
+            return NULL;
+        for (path += n; *path == '/'; path++)
+            ;
+    }
+    return path [0] && !s_climbs (path) ? path : NULL;
 }
 
 static int
@@ -56,8 +74,21 @@ s_openat2 (int dirfd, const char *rel, int flags, unsigned mode)
 static int
 s_root (void)
 {
-    int fd = open (GI_WORKSPACE, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int fd = open (s_root_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     return fd < 0 ? -errno : fd;
+}
+
+//  Open the directory part (not the leaf) of rel beneath dir: -ELOOP names a
+//  symlink, which O_NOFOLLOW | O_DIRECTORY reports as ENOTDIR.
+static int
+s_open_dir (int dir, const char *part)
+{
+    struct stat st;
+    int next = s_openat2 (dir, part, O_PATH | O_DIRECTORY, 0);
+    if (next == -ENOTDIR && fstatat (dir, part, &st, AT_SYMLINK_NOFOLLOW) == 0
+    &&  S_ISLNK (st.st_mode))
+        next = -ELOOP;
+    return next;
 }
 
 //  Open (creating as needed) the directory holding the last component of
@@ -75,12 +106,7 @@ s_open_parent (int root, char *rel, char **leaf_p)
             //  A directory we create belongs to the kernel user, like the file.
             if (mkdirat (dir, part, 0755) == 0)
                 fchownat (dir, part, GI_KERNEL_UID, GI_KERNEL_GID, AT_SYMLINK_NOFOLLOW);
-            int next = s_openat2 (dir, part, O_PATH | O_DIRECTORY, 0);
-            struct stat st;
-            //  O_NOFOLLOW | O_DIRECTORY on a symlink says ENOTDIR: name it.
-            if (next == -ENOTDIR && fstatat (dir, part, &st, AT_SYMLINK_NOFOLLOW) == 0
-            &&  S_ISLNK (st.st_mode))
-                next = -ELOOP;
+            int next = s_open_dir (dir, part);
             close (dir);
             if (next < 0)
                 return next;
@@ -90,6 +116,35 @@ s_open_parent (int root, char *rel, char **leaf_p)
     }
     *leaf_p = part;
     return dir;
+}
+
+//  The relative path put writes, copied into rel. A ".." before the leaf is
+//  refused here, before any directory is made (the walk would refuse it).
+static int
+s_put_path (const char *path, char rel [PATH_MAX])
+{
+    const char *rel0 = gi_files_relative (path);
+    if (!rel0)
+        return -EXDEV;
+    if (strlen (rel0) >= PATH_MAX)
+        return -ENAMETOOLONG;
+    snprintf (rel, PATH_MAX, "%s", rel0);
+    for (const char *p = rel; (p = strstr (p, "..")); p += 2)
+        if ((p == rel || p [-1] == '/') && p [2] == '/')
+            return -EXDEV;
+    return 0;
+}
+
+//  The file itself: never through a symlink, never blocking on a fifo (that
+//  would hang PID 1); anything but a regular file is -EINVAL.
+static int
+s_open_leaf (int dir, const char *leaf, int append, unsigned mode)
+{
+    if (!leaf [0] || strcmp (leaf, ".") == 0 || strcmp (leaf, "..") == 0)
+        return -EISDIR;
+    int flags = O_WRONLY | O_CREAT | O_NONBLOCK | (append ? O_APPEND : O_TRUNC);
+    int fd = s_openat2 (dir, leaf, flags, mode ? mode & 0777 : 0644);
+    return fd == -ENXIO ? -EINVAL : fd;
 }
 
 static int
@@ -107,28 +162,12 @@ s_write_all (int fd, const uint8_t *data, size_t len)
     return 0;
 }
 
-int
-gi_files_put (const char *path, const uint8_t *data, size_t len, int append,
-              unsigned mode, gi_file_info_t *info)
+//  Check the open file, hand it to the kernel user, write; *size_p after.
+static int
+s_write_file (int fd, const uint8_t *data, size_t len, uint64_t *size_p)
 {
-    const char *rel0 = s_relative (path);
-    char rel [4096], *leaf = NULL;
-    if (!rel0 || !rel0 [0] || strlen (rel0) >= sizeof rel)
-        return rel0 && rel0 [0] ? -ENAMETOOLONG : -EXDEV;
-    snprintf (rel, sizeof rel, "%s", rel0);
-    int root = s_root (), dir = -1, fd = -1, rc;
-    if (root < 0)
-        return root;
-    if ((rc = dir = s_open_parent (root, rel, &leaf)) < 0)
-        goto fail;
-    rc = -EISDIR;
-    if (!leaf [0] || strcmp (leaf, ".") == 0 || strcmp (leaf, "..") == 0)
-        goto fail;
-    int flags = O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC);
-    if ((rc = fd = s_openat2 (dir, leaf, flags, mode ? mode & 0777 : 0644)) < 0)
-        goto fail;
     struct stat st;
-    rc = fstat (fd, &st) < 0 ? -errno : !S_ISREG (st.st_mode) ? -EINVAL : 0;
+    int rc = fstat (fd, &st) < 0 ? -errno : !S_ISREG (st.st_mode) ? -EINVAL : 0;
     if (rc == 0 && (uint64_t) st.st_size + len > GI_FILE_MAX)
         rc = -EFBIG;
     if (rc == 0 && st.st_uid == 0 && fchown (fd, GI_KERNEL_UID, GI_KERNEL_GID) < 0)
@@ -137,10 +176,30 @@ gi_files_put (const char *path, const uint8_t *data, size_t len, int append,
         rc = s_write_all (fd, data, len);
     if (rc == 0 && fstat (fd, &st) < 0)
         rc = -errno;
+    if (rc == 0)
+        *size_p = (uint64_t) st.st_size;
+    return rc;
+}
+
+int
+gi_files_put (const char *path, const uint8_t *data, size_t len, int append,
+              unsigned mode, gi_file_info_t *info)
+{
+    char rel [PATH_MAX], *leaf = NULL;
+    int rc = s_put_path (path, rel);
     if (rc < 0)
+        return rc;
+    const char *rel0 = gi_files_relative (path);
+    int root = s_root (), dir = -1, fd = -1;
+    if (root < 0)
+        return root;
+    if ((rc = dir = s_open_parent (root, rel, &leaf)) < 0)
         goto fail;
-    info->size = (uint64_t) st.st_size;
-    gi_sha256_hex (data, len, info->sha256);
+    if ((rc = fd = s_open_leaf (dir, leaf, append, mode)) < 0)
+        goto fail;
+    if ((rc = s_write_file (fd, data, len, &info->size)) < 0)
+        goto fail;
+    ch_sha256_hex (data ? data : (const uint8_t *) "", len, info->sha256);
     snprintf (info->path, sizeof info->path, "%s/%s", GI_WORKSPACE, rel0);
 fail:
     if (fd >= 0)
@@ -168,39 +227,46 @@ s_read_at (int fd, uint8_t *buf, size_t len, uint64_t offset, size_t *got)
     return 0;
 }
 
+//  Read the chunk [offset, offset + length) of the open file, clipped to it.
+static int
+s_read_chunk (int fd, uint64_t offset, size_t length, uint8_t **buf_p,
+              gi_file_info_t *info)
+{
+    struct stat st;
+    if (fstat (fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG (st.st_mode))
+        return -EINVAL;
+    uint64_t size = (uint64_t) st.st_size;
+    uint64_t start = offset < size ? offset : size;
+    size_t want = length < GI_CHUNK_MAX ? length : GI_CHUNK_MAX, got = 0;
+    if (want > size - start)
+        want = (size_t) (size - start);
+    if (want && !(*buf_p = malloc (want)))
+        return -ENOMEM;
+    int rc = want ? s_read_at (fd, *buf_p, want, start, &got) : 0;
+    *info = (gi_file_info_t) { .size = size, .offset = start, .length = got,
+                               .eof = start + got >= size };
+    ch_sha256_hex (*buf_p ? *buf_p : (const uint8_t *) "", got, info->sha256);
+    return rc;
+}
+
 int
 gi_files_get (const char *path, uint64_t offset, size_t length,
               uint8_t **data_p, gi_file_info_t *info)
 {
-    const char *rel = s_relative (path);
+    const char *rel = gi_files_relative (path);
     *data_p = NULL;
-    if (!rel || !rel [0])
+    if (!rel)
         return -EXDEV;
     int root = s_root (), fd = -1, rc;
     if (root < 0)
         return root;
     uint8_t *buf = NULL;
-    struct stat st;
     if ((rc = fd = s_openat2 (root, rel, O_RDONLY | O_NONBLOCK, 0)) < 0)
         goto fail;
-    rc = fstat (fd, &st) < 0 ? -errno : !S_ISREG (st.st_mode) ? -EINVAL : 0;
-    if (rc < 0)
+    if ((rc = s_read_chunk (fd, offset, length, &buf, info)) < 0)
         goto fail;
-    uint64_t size = (uint64_t) st.st_size;
-    uint64_t start = offset < size ? offset : size;
-    size_t want = length < GI_CHUNK_MAX ? length : GI_CHUNK_MAX;
-    if (want > size - start)
-        want = (size_t) (size - start);
-    size_t got = 0;
-    if (want && !(buf = malloc (want)))
-        rc = -ENOMEM;
-    if (rc == 0 && want)
-        rc = s_read_at (fd, buf, want, start, &got);
-    if (rc < 0)
-        goto fail;
-    *info = (gi_file_info_t) { .size = size, .offset = start, .length = got,
-                               .eof = start + got >= size };
-    gi_sha256_hex (buf ? buf : (const uint8_t *) "", got, info->sha256);
     snprintf (info->path, sizeof info->path, "%s/%s", GI_WORKSPACE, rel);
     *data_p = buf;
     buf = NULL;

@@ -22,12 +22,13 @@ typedef struct {
     size_t length;              //  get: chunk length
     int eof;                    //  get: chunk reaches the end of the file
     char sha256 [65];           //  of the bytes put / of the chunk got
-    char path [4096];           //  absolute guest path
+    char path [4096];           //  absolute guest path ("/workspace/...")
 } gi_file_info_t;
 
 //  Write data (len may be 0) to path, creating parent directories; with
-//  append, add to the end. mode 0 means 0644. 0 or -errno (-EXDEV: outside
-//  /workspace; -ELOOP: a symlink on the way; -EFBIG: past GI_FILE_MAX).
+//  append, add to the end. mode 0 means 0644 (only a new file takes it).
+//  0 or -errno (-EXDEV: outside /workspace; -ELOOP: a symlink on the way;
+//  -EFBIG: past GI_FILE_MAX; -EINVAL / -EISDIR: not a regular file).
 int gi_files_put (const char *path, const uint8_t *data, size_t len, int append,
                   unsigned mode, gi_file_info_t *info);
 
@@ -36,7 +37,13 @@ int gi_files_put (const char *path, const uint8_t *data, size_t len, int append,
 int gi_files_get (const char *path, uint64_t offset, size_t length,
                   uint8_t **data_p, gi_file_info_t *info);
 
-//  Hex SHA-256 of data.
-void gi_sha256_hex (const uint8_t *data, size_t len, char out [65]);
+//  The part of path below /workspace, judged by its letters alone: NULL when
+//  path is empty, names /workspace itself, is absolute elsewhere, or has a
+//  ".." that climbs above /workspace. Symlinks and mounts are openat2's job.
+const char *gi_files_relative (const char *path);
+
+//  Tests only: the directory that stands for /workspace on disk (NULL: back
+//  to /workspace). Paths on the wire still say /workspace. 0 or -ENAMETOOLONG.
+int gi_files_set_root (const char *dir);
 
 #endif

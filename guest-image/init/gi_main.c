@@ -11,7 +11,7 @@
 #include "gi_log.h"
 #include "gi_ops.h"
 #include "gi_sys.h"
-#include "kn_frame.h"
+#include "ch_frame.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -101,12 +101,12 @@ s_loop (int sigfd, gi_ctl_t *ctl, gi_kernel_t *kernel, gi_ops_t *ops)
             s_drain_signals (sigfd);
             s_reap (kernel, ops);
         }
-        kn_msg_t *msg = NULL;
+        ch_msg_t *msg = NULL;
         int rc = gi_ctl_io (ctl, pfd [1].revents, &msg);
         while (rc == 0 && msg) {
             if (gi_ops_handle (ops, &msg) == 1) {
                 gi_ctl_io (ctl, POLLOUT, &msg);   //  the reply goes before we do
-                kn_msg_destroy (&msg);
+                ch_msg_destroy (&msg);
                 s_halt ("shutdown_request");
             }
             rc = gi_ctl_io (ctl, 0, &msg);
@@ -133,7 +133,7 @@ main (void)
     char port [128] = "/dev/virtio-ports/" S_CTL_PORT;
     if (gi_sys_wait_port (S_CTL_PORT, 2000) < 0)
         gi_log ("no control port %s", port);
-    gi_ctl_t *ctl = gi_ctl_new (port, KN_FRAME_MAX_DEFAULT);
+    gi_ctl_t *ctl = gi_ctl_new (port, CH_FRAME_MAX_DEFAULT);
     if (!ctl)
         gi_log ("cannot open %s: %s; supervising without it", port, strerror (errno));
     gi_ops_t *ops = ctl ? gi_ops_new (ctl, kernel, workspace) : NULL;

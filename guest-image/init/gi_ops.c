@@ -1,5 +1,6 @@
-/*  gi_ops - control-port requests. */
+/*  gi_ops - control-port requests: a pure decoder, then the effects. */
 #include "gi_ops.h"
+#include "ch_hello.h"
 #include "gi_files.h"
 #include "gi_log.h"
 #include "gi_sys.h"
@@ -18,8 +19,11 @@
 #include <unistd.h>
 
 #define S_VERSION "0.1.0"
-#define S_PROTOCOL "cellvm-init"
+#define S_PROTOCOL CH_PROTO_INIT
 #define S_ENTROPY_MAX 4096
+#define S_TIME_MAX 4e11         //  seconds since the epoch: year ~14600
+#define S_SENT 1                //  an effect sent its reply itself
+#define S_POWEROFF 2            //  an effect wants the VM off
 
 struct _gi_ops_t {
     gi_ctl_t *ctl;
@@ -28,7 +32,198 @@ struct _gi_ops_t {
     int hellos;
 };
 
-typedef int (s_handler_fn) (gi_ops_t *self, kn_msg_t *req, json_t *reply);
+//  ---------------------------------------------------------------------------
+//  Decoding: what a message asks for, or why it is refused. No side effects.
+
+typedef int (s_decode_fn) (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen);
+
+//  A refusal: the reply's ename, and its evalue ("detail: strerror") in why.
+static int
+s_refuse (gi_req_t *out, const char *ename, int err, const char *detail,
+          char *why, size_t whylen)
+{
+    snprintf (why, whylen, "%s%s%s", detail ? detail : "", detail ? ": " : "",
+              strerror (err));
+    out->op = GI_OP_NONE;
+    out->ename = ename;
+    return -err;
+}
+
+static int
+s_time_ok (double t)
+{
+    return isfinite (t) && t >= 0 && t <= S_TIME_MAX;
+}
+
+static int
+s_entropy_ok (size_t len)
+{
+    return len > 0 && len <= S_ENTROPY_MAX;
+}
+
+//  The first buffer, when there is one, into out->data / out->len.
+static void
+s_first_buffer (const ch_msg_t *req, gi_req_t *out)
+{
+    if (ch_msg_nbuffers (req))
+        out->data = ch_msg_buffer (req, 0, &out->len);
+}
+
+static int
+s_dec_hello (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen)
+{
+    (void) why;
+    (void) whylen;
+    json_t *c = ch_msg_content (req), *t = json_object_get (c, "time");
+    out->protocol = json_string_value (json_object_get (c, "protocol"));
+    out->has_time = json_is_number (t);
+    out->time = json_number_value (t);
+    s_first_buffer (req, out);
+    return 0;
+}
+
+static int
+s_dec_kill (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen)
+{
+    json_t *s = json_object_get (ch_msg_content (req), "signal");
+    out->signal = json_is_string (s) ? gi_signal_from_name (json_string_value (s))
+                : !s || json_is_null (s) ? SIGKILL : -1;
+    if (out->signal <= 0)
+        return s_refuse (out, "BadRequest", EINVAL, "signal must be a name like \"SIGINT\"",
+                         why, whylen);
+    return 0;
+}
+
+//  put and get: the path must name something below /workspace.
+static int
+s_dec_path (gi_req_t *out, char *why, size_t whylen)
+{
+    out->rel = gi_files_relative (out->path);
+    if (!out->rel)
+        return s_refuse (out, "PathOutsideWorkspace", EXDEV, "paths must be under " GI_WORKSPACE,
+                         why, whylen);
+    return 0;
+}
+
+static int
+s_dec_put (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen)
+{
+    json_t *c = ch_msg_content (req);
+    json_t *mode = json_object_get (c, "mode"), *append = json_object_get (c, "append");
+    out->path = json_string_value (json_object_get (c, "path"));
+    if (!out->path || ch_msg_nbuffers (req) > 1 || (mode && !json_is_integer (mode)))
+        return s_refuse (out, "BadRequest", EINVAL, "put needs a path and at most 1 buffer",
+                         why, whylen);
+    //  A mistyped append must not truncate the file it meant to extend.
+    if (append && !json_is_boolean (append) && !json_is_null (append))
+        return s_refuse (out, "BadRequest", EINVAL, "append must be true or false", why, whylen);
+    out->append = json_is_true (append);
+    out->mode = (unsigned) json_integer_value (mode);
+    s_first_buffer (req, out);
+    return s_dec_path (out, why, whylen);
+}
+
+//  A non-negative integer, or def when absent. -1 when neither.
+static json_int_t
+s_count (const json_t *content, const char *key, json_int_t def)
+{
+    json_t *v = json_object_get (content, key);
+    if (!v)
+        return def;
+    return json_is_integer (v) && json_integer_value (v) >= 0 ? json_integer_value (v) : -1;
+}
+
+static int
+s_dec_get (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen)
+{
+    json_t *c = ch_msg_content (req);
+    json_int_t off = s_count (c, "offset", 0), len = s_count (c, "length", GI_CHUNK_MAX);
+    out->path = json_string_value (json_object_get (c, "path"));
+    if (!out->path || off < 0 || len < 0)
+        return s_refuse (out, "BadRequest", EINVAL, "get needs a path, offset, length",
+                         why, whylen);
+    out->offset = (uint64_t) off;
+    out->length = len < (json_int_t) GI_CHUNK_MAX ? (size_t) len : GI_CHUNK_MAX;
+    return s_dec_path (out, why, whylen);
+}
+
+static int
+s_dec_set_time (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen)
+{
+    json_t *t = json_object_get (ch_msg_content (req), "time");
+    if (!json_is_number (t))
+        return s_refuse (out, "BadRequest", EINVAL, "time must be a number", why, whylen);
+    out->has_time = 1;
+    out->time = json_number_value (t);
+    if (!s_time_ok (out->time))
+        return s_refuse (out, "BadRequest", EINVAL, "time", why, whylen);
+    return 0;
+}
+
+static int
+s_dec_entropy (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen)
+{
+    if (ch_msg_nbuffers (req) == 1)
+        s_first_buffer (req, out);
+    if (!out->data || !s_entropy_ok (out->len))
+        return s_refuse (out, "BadRequest", EINVAL, "entropy must be 1..4096 bytes",
+                         why, whylen);
+    return 0;
+}
+
+static const struct {
+    const char *request, *reply;
+    gi_op_t op;
+    s_decode_fn *decode;        //  NULL: nothing to decode
+} s_table [] = {
+    { "hello", "hello", GI_OP_HELLO, s_dec_hello },
+    { "status_request", "status_reply", GI_OP_STATUS, NULL },
+    { "restart_request", "restart_reply", GI_OP_RESTART, NULL },
+    { "kill_request", "kill_reply", GI_OP_KILL, s_dec_kill },
+    { "put_request", "put_reply", GI_OP_PUT, s_dec_put },
+    { "get_request", "get_reply", GI_OP_GET, s_dec_get },
+    { "set_time_request", "set_time_reply", GI_OP_SET_TIME, s_dec_set_time },
+    { "add_entropy_request", "add_entropy_reply", GI_OP_ADD_ENTROPY, s_dec_entropy },
+    { "shutdown_request", "shutdown_reply", GI_OP_SHUTDOWN, NULL },
+};
+
+//  A request nobody knows gets an error reply when it looks like one.
+static int
+s_dec_unknown (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen)
+{
+    const char *type = ch_msg_type (req);
+    size_t n = strlen (type);
+    if (n <= 8 || n > 120 || strcmp (type + n - 8, "_request") != 0) {
+        snprintf (why, whylen, "unknown message %.120s on %s", type,
+                  ch_channel_name (ch_msg_channel (req)));
+        return -ENOMSG;
+    }
+    snprintf (out->reply, sizeof out->reply, "%.*s_reply", (int) (n - 8), type);
+    return s_refuse (out, "UnknownMessageType", ENOSYS, type, why, whylen);
+}
+
+int
+gi_ops_decode (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen)
+{
+    assert (req && out && why && whylen);
+    *out = (gi_req_t) { .op = GI_OP_NONE };
+    why [0] = 0;
+    const char *type = ch_msg_type (req);
+    for (size_t i = 0; i < sizeof s_table / sizeof s_table [0]; i++) {
+        if (ch_msg_channel (req) != CH_CELLVM || strcmp (type, s_table [i].request) != 0)
+            continue;
+        snprintf (out->reply, sizeof out->reply, "%s", s_table [i].reply);
+        out->op = s_table [i].op;
+        return s_table [i].decode ? s_table [i].decode (req, out, why, whylen) : 0;
+    }
+    return s_dec_unknown (req, out, why, whylen);
+}
+
+//  ---------------------------------------------------------------------------
+//  Effects: a decoded request acted upon.
+
+typedef int (s_effect_fn) (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req,
+                           json_t *reply);
 
 gi_ops_t *
 gi_ops_new (gi_ctl_t *ctl, gi_kernel_t *kernel, const char *workspace)
@@ -54,29 +249,36 @@ static void
 s_send (gi_ops_t *self, const json_t *parent, const char *type, json_t *content,
         uint8_t **data_p, size_t len)
 {
-    kn_msg_t *msg = kn_msg_new (KN_CH_CELLVM, type, parent, &content, gi_ctl_session (self->ctl));
+    ch_msg_t *msg = ch_msg_new (CH_CELLVM, type, parent, &content, gi_ctl_session (self->ctl));
     if (data_p && *data_p && len)
-        kn_msg_add_buffer (msg, data_p, len);
+        ch_msg_add_buffer (msg, data_p, len);
     gi_ctl_send (self->ctl, &msg);
 }
 
-//  Jupyter-style error fields on a reply.
+//  Jupyter-style error fields on a reply, evalue as it stands.
+static void
+s_error_words (json_t *reply, const char *ename, const char *evalue)
+{
+    json_object_set_new (reply, "status", json_string ("error"));
+    json_object_set_new (reply, "ename", json_string (ename));
+    json_object_set_new (reply, "evalue", json_string (evalue));
+}
+
+//  The same, evalue "detail: strerror(err)". Returns -err.
 static int
 s_error (json_t *reply, const char *ename, int err, const char *detail)
 {
     char text [512];
     snprintf (text, sizeof text, "%s%s%s", detail ? detail : "", detail ? ": " : "",
               strerror (err));
-    json_object_set_new (reply, "status", json_string ("error"));
-    json_object_set_new (reply, "ename", json_string (ename));
-    json_object_set_new (reply, "evalue", json_string (text));
+    s_error_words (reply, ename, text);
     return -err;
 }
 
 static int
 s_set_time (double t, json_t *reply)
 {
-    if (!isfinite (t) || t < 0 || t > 4e11)
+    if (!s_time_ok (t))
         return s_error (reply, "BadRequest", EINVAL, "time");
     struct timespec before, ts = { (time_t) t, (long) ((t - floor (t)) * 1e9) };
     clock_gettime (CLOCK_REALTIME, &before);
@@ -91,7 +293,7 @@ s_set_time (double t, json_t *reply)
 static int
 s_add_entropy (const uint8_t *data, size_t len, json_t *reply)
 {
-    if (len == 0 || len > S_ENTROPY_MAX)
+    if (!s_entropy_ok (len))
         return s_error (reply, "BadRequest", EINVAL, "entropy must be 1..4096 bytes");
     struct rand_pool_info *info = malloc (sizeof *info + len);
     if (!info)
@@ -115,27 +317,30 @@ s_add_entropy (const uint8_t *data, size_t len, json_t *reply)
     return 0;
 }
 
-static int
-s_hello (gi_ops_t *self, kn_msg_t *req, json_t *reply)
+static void
+s_boot_id (char *boot, size_t len)
 {
-    json_t *c = kn_msg_content (req);
-    const char *proto = json_string_value (json_object_get (c, "protocol"));
-    json_t *time = json_object_get (c, "time");
-    size_t elen = 0;
-    const uint8_t *ent = kn_msg_nbuffers (req) ? kn_msg_buffer (req, 0, &elen) : NULL;
-    self->hellos++;
-    if (proto && strcmp (proto, S_PROTOCOL) != 0)
-        gi_log ("hello: unexpected protocol \"%s\", answering anyway", proto);
-    if (json_is_number (time))
-        s_set_time (json_number_value (time), reply);
-    if (ent)
-        s_add_entropy (ent, elen, reply);
-    char boot [64] = "";
+    boot [0] = 0;
     FILE *f = fopen ("/proc/sys/kernel/random/boot_id", "re");
-    if (f && fgets (boot, sizeof boot, f))
+    if (f && fgets (boot, (int) len, f))
         boot [strcspn (boot, "\n")] = 0;
     if (f)
         fclose (f);
+}
+
+static int
+s_hello (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
+{
+    (void) req;
+    self->hellos++;
+    if (r->protocol && strcmp (r->protocol, S_PROTOCOL) != 0)
+        gi_log ("hello: unexpected protocol \"%s\", answering anyway", r->protocol);
+    if (r->has_time)
+        s_set_time (r->time, reply);
+    if (r->data)
+        s_add_entropy (r->data, r->len, reply);
+    char boot [64];
+    s_boot_id (boot, sizeof boot);
     json_object_update_missing_new (reply, json_pack (
         "{s:s, s:i, s:s, s:i, s:s, s:s, s:s, s:i, s:s, s:s, s:s, s:i, s:o}",
         "protocol", S_PROTOCOL, "version", 1, "role", "init", "pid", (int) getpid (),
@@ -148,8 +353,9 @@ s_hello (gi_ops_t *self, kn_msg_t *req, json_t *reply)
 }
 
 static int
-s_status (gi_ops_t *self, kn_msg_t *req, json_t *reply)
+s_status (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
 {
+    (void) r;
     (void) req;
     json_object_set_new (reply, "kernel", gi_kernel_state (self->kernel));
     return 0;
@@ -157,8 +363,9 @@ s_status (gi_ops_t *self, kn_msg_t *req, json_t *reply)
 
 //  Stop the kernel if it runs (reported as requested), then start afresh.
 static int
-s_restart (gi_ops_t *self, kn_msg_t *req, json_t *reply)
+s_restart (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
 {
+    (void) r;
     (void) req;
     if (gi_kernel_pid (self->kernel)) {
         gi_kernel_stop (self->kernel);
@@ -172,14 +379,10 @@ s_restart (gi_ops_t *self, kn_msg_t *req, json_t *reply)
 }
 
 static int
-s_kill (gi_ops_t *self, kn_msg_t *req, json_t *reply)
+s_kill (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
 {
-    json_t *s = json_object_get (kn_msg_content (req), "signal");
-    int sig = json_is_string (s) ? gi_signal_from_name (json_string_value (s))
-            : json_is_null (s) || !s ? SIGKILL : -1;
-    if (sig <= 0)
-        return s_error (reply, "BadRequest", EINVAL, "signal must be a name like \"SIGINT\"");
-    int rc = gi_kernel_signal (self->kernel, sig);
+    (void) req;
+    int rc = gi_kernel_signal (self->kernel, r->signal);
     if (rc < 0)
         return s_error (reply, "NoKernel", -rc, "the kernel is not running");
     return 0;
@@ -197,134 +400,94 @@ s_file_error (json_t *reply, int rc, const char *path)
 }
 
 static int
-s_put (gi_ops_t *self, kn_msg_t *req, json_t *reply)
+s_put (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
 {
     (void) self;
-    json_t *c = kn_msg_content (req);
-    const char *path = json_string_value (json_object_get (c, "path"));
-    json_t *mode = json_object_get (c, "mode");
-    size_t len = 0;
-    const uint8_t *data = kn_msg_nbuffers (req) ? kn_msg_buffer (req, 0, &len) : NULL;
-    if (!path || kn_msg_nbuffers (req) > 1 || (mode && !json_is_integer (mode)))
-        return s_error (reply, "BadRequest", EINVAL, "put needs a path and at most 1 buffer");
+    (void) req;
     gi_file_info_t info;
-    int rc = gi_files_put (path, data, len, json_is_true (json_object_get (c, "append")),
-                           (unsigned) json_integer_value (mode), &info);
+    int rc = gi_files_put (r->path, r->data, r->len, r->append, r->mode, &info);
     if (rc < 0)
-        return s_file_error (reply, rc, path);
+        return s_file_error (reply, rc, r->path);
     json_object_update_new (reply, json_pack ("{s:s, s:I, s:I, s:s}", "path", info.path,
-        "size", (json_int_t) info.size, "written", (json_int_t) len, "sha256", info.sha256));
+        "size", (json_int_t) info.size, "written", (json_int_t) r->len, "sha256", info.sha256));
     return 0;
 }
 
 //  The reply goes out here, with the bytes as a buffer frame.
 static int
-s_get (gi_ops_t *self, kn_msg_t *req, json_t *reply)
+s_get (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
 {
-    json_t *c = kn_msg_content (req);
-    const char *path = json_string_value (json_object_get (c, "path"));
-    json_t *off = json_object_get (c, "offset"), *len = json_object_get (c, "length");
-    if (!path || (off && (!json_is_integer (off) || json_integer_value (off) < 0))
-    ||  (len && (!json_is_integer (len) || json_integer_value (len) < 0)))
-        return s_error (reply, "BadRequest", EINVAL, "get needs a path, offset, length");
     uint8_t *data = NULL;
     gi_file_info_t info;
-    int rc = gi_files_get (path, off ? (uint64_t) json_integer_value (off) : 0,
-                           len ? (size_t) json_integer_value (len) : GI_CHUNK_MAX, &data, &info);
+    int rc = gi_files_get (r->path, r->offset, r->length, &data, &info);
     if (rc < 0)
-        return s_file_error (reply, rc, path);
+        return s_file_error (reply, rc, r->path);
     json_object_update_new (reply, json_pack ("{s:s, s:s, s:I, s:I, s:I, s:b, s:s}",
         "status", "ok", "path", info.path, "size", (json_int_t) info.size,
         "offset", (json_int_t) info.offset, "length", (json_int_t) info.length,
         "eof", info.eof, "sha256", info.sha256));
-    s_send (self, kn_msg_header (req), "get_reply", json_incref (reply), &data, info.length);
+    s_send (self, ch_msg_header (req), r->reply, json_incref (reply), &data, info.length);
     free (data);
-    return 1;
+    return S_SENT;
 }
 
 static int
-s_set_time_req (gi_ops_t *self, kn_msg_t *req, json_t *reply)
+s_set_time_req (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
 {
     (void) self;
-    json_t *t = json_object_get (kn_msg_content (req), "time");
-    if (!json_is_number (t))
-        return s_error (reply, "BadRequest", EINVAL, "time must be a number");
-    return s_set_time (json_number_value (t), reply);
+    (void) req;
+    return s_set_time (r->time, reply);
 }
 
 static int
-s_entropy_req (gi_ops_t *self, kn_msg_t *req, json_t *reply)
+s_entropy_req (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
 {
     (void) self;
-    size_t len = 0;
-    const uint8_t *data = kn_msg_nbuffers (req) == 1 ? kn_msg_buffer (req, 0, &len) : NULL;
-    return s_add_entropy (data, data ? len : 0, reply);
+    (void) req;
+    return s_add_entropy (r->data, r->len, reply);
 }
 
 static int
-s_shutdown (gi_ops_t *self, kn_msg_t *req, json_t *reply)
+s_shutdown (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
 {
+    (void) r;
     (void) req;
     (void) reply;
     if (gi_kernel_pid (self->kernel))
         gi_kernel_stop (self->kernel);
-    return 2;
+    return S_POWEROFF;
 }
 
-static const struct {
-    const char *request, *reply;
-    s_handler_fn *fn;
-} s_table [] = {
-    { "hello", "hello", s_hello },
-    { "status_request", "status_reply", s_status },
-    { "restart_request", "restart_reply", s_restart },
-    { "kill_request", "kill_reply", s_kill },
-    { "put_request", "put_reply", s_put },
-    { "get_request", "get_reply", s_get },
-    { "set_time_request", "set_time_reply", s_set_time_req },
-    { "add_entropy_request", "add_entropy_reply", s_entropy_req },
-    { "shutdown_request", "shutdown_reply", s_shutdown },
+static s_effect_fn *const s_effects [GI_OP_COUNT] = {
+    [GI_OP_HELLO] = s_hello, [GI_OP_STATUS] = s_status, [GI_OP_RESTART] = s_restart,
+    [GI_OP_KILL] = s_kill, [GI_OP_PUT] = s_put, [GI_OP_GET] = s_get,
+    [GI_OP_SET_TIME] = s_set_time_req, [GI_OP_ADD_ENTROPY] = s_entropy_req,
+    [GI_OP_SHUTDOWN] = s_shutdown,
 };
 
-//  A request nobody knows gets an error reply when it looks like one.
-static void
-s_unknown (gi_ops_t *self, kn_msg_t *req)
-{
-    const char *type = kn_msg_type (req);
-    size_t n = strlen (type);
-    gi_log ("control port: unknown message %s", type);
-    if (n <= 8 || strcmp (type + n - 8, "_request") != 0 || n > 120)
-        return;
-    char reply [128];
-    snprintf (reply, sizeof reply, "%.*s_reply", (int) (n - 8), type);
-    json_t *content = json_object ();
-    s_error (content, "UnknownMessageType", ENOSYS, type);
-    s_send (self, kn_msg_header (req), reply, content, NULL, 0);
-}
-
 int
-gi_ops_handle (gi_ops_t *self, kn_msg_t **msg_p)
+gi_ops_handle (gi_ops_t *self, ch_msg_t **msg_p)
 {
     assert (self && msg_p && *msg_p);
-    kn_msg_t *req = *msg_p;
-    int rc = 0, found = 0;
-    for (size_t i = 0; !found && i < sizeof s_table / sizeof s_table [0]; i++) {
-        if (kn_msg_channel (req) != KN_CH_CELLVM || strcmp (kn_msg_type (req), s_table [i].request))
-            continue;
-        found = 1;
-        json_t *reply = json_object ();
-        rc = s_table [i].fn (self, req, reply);
-        if (rc != 1) {
-            if (!json_object_get (reply, "status"))
-                json_object_set_new (reply, "status", json_string ("ok"));
-            s_send (self, kn_msg_header (req), s_table [i].reply, json_incref (reply), NULL, 0);
-        }
-        json_decref (reply);
+    const ch_msg_t *req = *msg_p;
+    gi_req_t r;
+    char why [512];
+    int rc = gi_ops_decode (req, &r, why, sizeof why);
+    if (rc == -ENOSYS || rc == -ENOMSG)
+        gi_log ("control port: unknown message %s", ch_msg_type (req));
+    json_t *reply = json_object ();
+    if (rc < 0 && r.reply [0])
+        s_error_words (reply, r.ename, why);
+    else if (rc == 0)
+        rc = s_effects [r.op] (self, &r, req, reply);
+    if (r.reply [0] && rc != S_SENT) {
+        if (!json_object_get (reply, "status"))
+            json_object_set_new (reply, "status", json_string ("ok"));
+        s_send (self, ch_msg_header (req), r.reply, json_incref (reply), NULL, 0);
     }
-    if (!found)
-        s_unknown (self, req);
-    kn_msg_destroy (msg_p);
-    return rc == 2 ? 1 : 0;
+    json_decref (reply);
+    ch_msg_destroy (msg_p);
+    return rc == S_POWEROFF;
 }
 
 void

@@ -43,22 +43,22 @@ s_split (const uint8_t *data, size_t size)
 
 //  Accepted messages must come back identical through our own encoder.
 static void
-s_round_trip (gw_wire_t *wire, kn_msg_t *msg, gw_frames_t *ids)
+s_round_trip (gw_wire_t *wire, ch_msg_t *msg, gw_frames_t *ids)
 {
     gw_frames_t *sent = gw_wire_encode (wire, ids, msg);
     if (!sent)
         abort ();
-    kn_msg_t *back = NULL;
+    ch_msg_t *back = NULL;
     gw_frames_t *back_ids = NULL;
     const char *why = NULL;
-    if (gw_wire_decode (wire, kn_msg_channel (msg), gw_frames_array (sent),
+    if (gw_wire_decode (wire, ch_msg_channel (msg), gw_frames_array (sent),
                         gw_frames_size (sent), &back, &back_ids, &why) != 0
-        || !json_equal (kn_msg_header (back), kn_msg_header (msg))
-        || !json_equal (kn_msg_content (back), kn_msg_content (msg))
-        || kn_msg_nbuffers (back) != kn_msg_nbuffers (msg)
+        || !json_equal (ch_msg_header (back), ch_msg_header (msg))
+        || !json_equal (ch_msg_content (back), ch_msg_content (msg))
+        || ch_msg_nbuffers (back) != ch_msg_nbuffers (msg)
         || gw_frames_size (back_ids) != gw_frames_size (ids))
         abort ();
-    kn_msg_destroy (&back);
+    ch_msg_destroy (&back);
     gw_frames_destroy (&back_ids);
     gw_frames_destroy (&sent);
 }
@@ -75,17 +75,17 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
         rt = s_wire (KEY, 0);                   //  no history: re-encoding repeats sigs
     }
     gw_frames_t *frames = s_split (data, size);
-    kn_msg_t *msg = NULL;
+    ch_msg_t *msg = NULL;
     gw_frames_t *ids = NULL;
     const char *why = NULL;
     gw_wire_t *codecs [2] = { keyed, keyless };
     for (int i = 0; i < 2; i++) {
-        if (gw_wire_decode (codecs [i], KN_CH_SHELL, gw_frames_array (frames),
+        if (gw_wire_decode (codecs [i], CH_SHELL, gw_frames_array (frames),
                             gw_frames_size (frames), &msg, &ids, &why) == 0)
             s_round_trip (rt, msg, ids);
         else if (!why || msg || ids)
             abort ();                           //  failures say why and leave nothing
-        kn_msg_destroy (&msg);
+        ch_msg_destroy (&msg);
         gw_frames_destroy (&ids);
     }
     gw_frames_destroy (&frames);

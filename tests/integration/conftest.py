@@ -1,14 +1,47 @@
-"""Shared pytest fixtures: where the build is, and the kernelspecs it wrote."""
+"""Shared pytest setup: where the build is, the kernelspecs it wrote, and what every test gets:
+
+- `session_logs` (autouse): when a test fails, the log of every gateway it started or used and
+  the console log of each of their VMs (sessions.Logs) are attached to its report (their last
+  TAIL_LINES lines) and copied whole under build/test-logs/<test id>/;
+- the reactor watchdog check: every gateway runs with CELLVM_WATCHDOG_MS=50; after each test,
+  the lines the gateways logged meanwhile are scanned, and a line with `event=reactor.slow` (one
+  reactor turn over 50 ms) fails the test, unless it is marked
+  `@pytest.mark.allow_slow_reactor(reason="...")`.
+"""
 import os
-import pathlib
+import re
+import shutil
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("CELLVM_BUILD", ROOT / "build")).resolve()
+import sessions
+from sessions import BUILD, ROOT
 
 # Every Jupyter tool in the tests finds our kernelspecs without installing them.
 os.environ["JUPYTER_PATH"] = str(BUILD / "share" / "jupyter")
+# Every gateway the tests start (they inherit this) logs a reactor turn over 50 ms
+# (gw_server.c; older gateways ignore it). The check below fails the test on such a line.
+WATCHDOG_MS = 50
+os.environ.setdefault("CELLVM_WATCHDOG_MS", str(WATCHDOG_MS))
+
+SLOW_REACTOR = "event=reactor.slow"
+TAIL_LINES = 80
+TEST_LOGS = ROOT / "build" / "test-logs"
+WATCH = pytest.StashKey()
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "allow_slow_reactor(reason): the gateway may log event=reactor.slow (a "
+        "reactor turn over 50 ms) during this test; say why in reason")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sessions_home(tmp_path_factory):
+    """Session logs go under pytest's basetemp; whatever a test left open is killed at the end."""
+    sessions.LOG_ROOT = tmp_path_factory.mktemp("sessions", numbered=False)
+    yield
+    sessions.close_all()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -43,3 +76,116 @@ def gateway_bin():
     if not p.exists():
         pytest.fail(f"{p} is missing: run `make` first")
     return p
+
+
+# --------------------------------------------------------------------------
+# Logs of failed tests, and the reactor watchdog
+
+class Watch:
+    """The sessions of one test: those alive when it began (shared ones) and those it started."""
+
+    def __init__(self):
+        self.first = len(sessions.LOGS)
+        self.live = [lg for lg in sessions.LOGS if not lg.closed]
+        self.slow = []              # (Logs, line) with event=reactor.slow, seen during this test
+        self.copied = None
+
+    def logs(self):
+        seen = {id(lg): lg for lg in self.live}
+        seen.update((id(lg), lg) for lg in sessions.LOGS[self.first:])
+        return sorted(seen.values(), key=lambda lg: lg.index)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    # Before any fixture: sessions that module fixtures start count as this test's too.
+    item.stash[WATCH] = Watch()
+
+
+@pytest.fixture(autouse=True)
+def session_logs(request):
+    """Which sessions this test started or used, for the makereport hook below (which attaches
+    their logs when the test fails, and runs the reactor watchdog check)."""
+    watch = request.node.stash.get(WATCH, None)
+    if watch is None:
+        watch = request.node.stash[WATCH] = Watch()
+    yield watch
+
+
+def _safe(text, limit=120):
+    """text as a file name: runs of anything but [A-Za-z0-9_.-] become one _."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:limit] or "_"
+
+
+def _tail(path, n=TAIL_LINES, max_bytes=1 << 20):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except OSError as e:
+        return f"<unreadable: {e}>"
+    lines = data.decode("utf-8", "replace").splitlines()
+    return "\n".join(lines[-n:]) if lines else "<empty>"
+
+
+def _attach_logs(item, rep, watch):
+    logs = watch.logs()
+    if not logs:
+        return
+    if watch.copied is None:
+        watch.copied = TEST_LOGS / _safe(item.nodeid, 200)
+        shutil.rmtree(watch.copied, ignore_errors=True)
+    watch.copied.mkdir(parents=True, exist_ok=True)
+    for lg in logs:
+        lg.update()
+        if lg.gateway_log is not None:
+            rep.sections.append((f"gateway log of {lg.name} ({lg.gateway_log}), last {TAIL_LINES} "
+                                 f"lines", _tail(lg.gateway_log)))
+        for c in lg.consoles():
+            rep.sections.append((f"VM console log of {lg.name} ({c}), last {TAIL_LINES} lines",
+                                 _tail(c)))
+        files = [("gateway", lg.gateway_log)] if lg.gateway_log else []
+        files += [(f"console-{i}", c) for i, c in enumerate(lg.consoles())]
+        for kind, f in files:
+            try:
+                shutil.copyfile(f, watch.copied / f"{lg.index:03d}-{_safe(lg.name)}-{kind}.log")
+            except OSError:
+                pass
+    rep.sections.append(("session logs", f"copied whole to {watch.copied}"))
+
+
+def _check_reactor(item, rep, watch):
+    new = [(lg, line) for lg in sessions.LOGS for line in lg.new_lines() if SLOW_REACTOR in line]
+    if not new:
+        return
+    watch.slow += new
+    text = "\n".join(f"{lg.name}: {line}" for lg, line in new)
+    marker = item.get_closest_marker("allow_slow_reactor")
+    reason = marker and (marker.kwargs.get("reason") or (marker.args[0] if marker.args else ""))
+    if reason:
+        rep.sections.append((f"reactor.slow (allowed: {reason})", text))
+        return
+    why = (f"the gateway logged {len(new)} slow reactor turn(s) ({SLOW_REACTOR}: one turn over "
+           f"{os.environ.get('CELLVM_WATCHDOG_MS')} ms) during the {rep.when} of this test; mark it "
+           f"@pytest.mark.allow_slow_reactor(reason=...) if that is expected"
+           + (" (the marker needs a reason)" if marker else "") + ":\n" + text)
+    if rep.failed:
+        rep.sections.append(("reactor.slow", why))
+    else:
+        rep.outcome = "failed"
+        rep.longrepr = why
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    watch = item.stash.get(WATCH, None)
+    if watch is None:
+        return
+    if call.when in ("call", "teardown"):
+        _check_reactor(item, rep, watch)
+    if rep.failed:
+        _attach_logs(item, rep, watch)

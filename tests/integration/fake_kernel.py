@@ -31,67 +31,44 @@ FAKE_KERNEL_NO_HELLO=1 never says hello; FAKE_KERNEL_EXIT=N exits at once.
 """
 import argparse
 import ast
-import datetime
 import io
-import json
 import os
 import queue
 import signal
 import socket
-import struct
 import sys
 import threading
 import time
 import traceback
 import uuid
 
+import chanclient      # beside this script: sys.path[0] when the gateway runs it
+
 SESSION = str(uuid.uuid4())
 
 
-def now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 class Channel:
+    """The kernel's end of the channel on --fd N, framed by chanclient."""
+
     def __init__(self, fd, max_frame):
         self.fd = fd
         self.max_frame = max_frame
-        self.lock = threading.Lock()
+        self.conn = chanclient.Conn(fd=fd, max_frame=max_frame)
 
     def raw(self, data):
-        with self.lock:
-            view = memoryview(data)
-            while view:
-                n = os.write(self.fd, view)
-                view = view[n:]
+        self.conn.send_bytes(data)
 
     def frame(self, body):
-        self.raw(struct.pack(">I", len(body)) + body)
+        self.conn.send_frame(body)
 
     def send(self, channel, msg_type, content, parent=None, metadata=None):
-        header = {"msg_id": str(uuid.uuid4()), "session": SESSION, "username": "cellvm",
-                  "date": now(), "msg_type": msg_type, "version": "5.3"}
-        env = {"channel": channel, "header": header, "parent_header": parent or {},
-               "metadata": metadata or {}, "content": content, "buffers": 0}
-        self.frame(json.dumps(env).encode())
-
-    def _read_exact(self, n):
-        out = b""
-        while len(out) < n:
-            chunk = os.read(self.fd, n - len(out))
-            if not chunk:
-                raise EOFError
-            out += chunk
-        return out
+        self.conn.send(chanclient.envelope(channel, msg_type, content, parent, metadata,
+                                           session=SESSION))
 
     def recv(self):
-        (length,) = struct.unpack(">I", self._read_exact(4))
-        if length == 0 or length > self.max_frame:
-            raise EOFError
-        msg = json.loads(self._read_exact(length))
-        for _ in range(msg.get("buffers", 0)):
-            (blen,) = struct.unpack(">I", self._read_exact(4))
-            self._read_exact(blen)
+        """The next message (its buffers are read and dropped). EOFError at the end, ValueError
+        on bad framing or a bad envelope."""
+        msg, _ = self.conn.recv()
         return msg
 
 
@@ -252,9 +229,9 @@ class Kernel:
         what, arg = args[0], (args[1] if len(args) > 1 else "")
         c = self.chan
         if what == "oversize":
-            c.raw(struct.pack(">I", c.max_frame + 1) + b"x" * 64)
+            c.raw(chanclient.length_prefix(c.max_frame + 1) + b"x" * 64)
         elif what == "zero":
-            c.raw(struct.pack(">I", 0))
+            c.raw(chanclient.length_prefix(0))
         elif what == "garbage":
             c.frame(b"this is not json{")
         elif what == "notobject":

@@ -1,44 +1,35 @@
 """A small driver for `cellvm-kernel`, written from docs/channel.md.
 
 It spawns the kernel with one end of a socketpair passed as `--fd N`, speaks the channel framing
-(4-byte big-endian length, then that many bytes; a JSON envelope, then `buffers` raw frames), and
-records every message the kernel sends, in arrival order, with its arrival time. Because the
-channel is one byte stream, the arrival order is the exact order the kernel wrote its messages in,
+through `chanclient` (4-byte big-endian length, then that many bytes; a JSON envelope, then
+`buffers` raw frames), and records every message the kernel sends, in arrival order, with its
+arrival time. Because the channel is one byte stream, the arrival order is the exact order the kernel wrote its messages in,
 across iopub, shell, control, stdin and cellvm.
 
 Nothing here trusts the kernel: frames are bounded, and anything that is not a well-formed message
 is recorded in `bad_frames` (tests assert on it) rather than raised in the reader thread.
 """
 import base64
-import datetime
 import json
 import os
 import re
 import signal
 import socket
-import struct
 import subprocess
 import tempfile
 import threading
 import time
 import uuid
 
-DEFAULT_MAX_FRAME = 64 * 1024 * 1024
-CHANNELS = ("shell", "control", "stdin", "iopub", "cellvm")
+import chanclient
+from chanclient import CHANNELS
+
+DEFAULT_MAX_FRAME = chanclient.MAX_FRAME
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def strip_ansi(text):
     return ANSI_RE.sub("", text)
-
-
-def frame(payload: bytes) -> bytes:
-    """One frame: 4-byte big-endian length then the payload (no validation: tests send bad ones)."""
-    return struct.pack(">I", len(payload)) + payload
-
-
-def utc_now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class KernelExited(AssertionError):
@@ -138,7 +129,6 @@ class KernelDriver:
         self.sent = {}              # msg_id -> envelope we sent
         self.eof = False
         self._cond = threading.Condition()
-        self._wlock = threading.Lock()
         self._tmp = tempfile.TemporaryDirectory(prefix="cellvm-kt-")
         # Never the kernel's default (/workspace/out): on the host that is the
         # host's own /workspace.
@@ -148,6 +138,8 @@ class KernelDriver:
         self.stderr_path = os.path.join(self._tmp.name, "kernel.stderr")
 
         self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Frames from the kernel are bounded by the default maximum, whatever --max-frame it got.
+        self.conn = chanclient.Conn(sock=self.sock, max_frame=DEFAULT_MAX_FRAME)
         argv = [self.kernel_bin, "--fd", str(child.fileno())]
         if outdir is not None:
             argv += ["--outdir", str(outdir)]
@@ -172,48 +164,26 @@ class KernelDriver:
                                        timeout=startup_timeout, what="kernel hello")
 
     # ---------------------------------------------------------------- reading
-    def _recv_exact(self, n):
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
-            if not chunk:
-                return None
-            buf += chunk
-        return bytes(buf)
-
-    def _read_frame(self):
-        hdr = self._recv_exact(4)
-        if hdr is None:
-            return None
-        (n,) = struct.unpack(">I", hdr)
-        if n == 0 or n > DEFAULT_MAX_FRAME:
-            raise ValueError(f"kernel sent a frame of length {n}")
-        data = self._recv_exact(n)
-        if data is None:
-            raise ValueError("EOF inside a frame")
-        return data
-
     def _read_loop(self):
         try:
             while True:
-                data = self._read_frame()
+                data = self.conn.read_frame()
                 if data is None:
                     break
                 t = time.monotonic()
                 try:
-                    msg = json.loads(data.decode("utf-8"))
-                    if not isinstance(msg, dict):
-                        raise ValueError("not an object")
+                    msg = chanclient.decode(data)
                 except (ValueError, UnicodeDecodeError) as e:
                     self._bad(f"undecodable frame: {e}", data)
                     continue
-                nbuf = msg.get("buffers", 0)
-                if not isinstance(nbuf, int) or isinstance(nbuf, bool) or not 0 <= nbuf <= 16:
-                    self._bad(f"bad buffers field {nbuf!r}", data)
+                try:
+                    nbuf = chanclient.buffer_count(msg)
+                except ValueError as e:
+                    self._bad(str(e), data)
                     nbuf = 0
                 buffers = []
                 for _ in range(nbuf):
-                    b = self._read_frame()
+                    b = self.conn.read_frame()
                     if b is None:
                         raise ValueError("EOF before all buffers")
                     buffers.append(b)
@@ -234,28 +204,20 @@ class KernelDriver:
 
     # ---------------------------------------------------------------- writing
     def send_bytes(self, data: bytes):
-        with self._wlock:
-            self.sock.sendall(data)
+        self.conn.send_bytes(data)
 
     def send_frame(self, payload: bytes):
-        self.send_bytes(frame(payload))
+        self.conn.send_frame(payload)
 
     def make_header(self, msg_type):
-        return {"msg_id": uuid.uuid4().hex, "session": self.session, "username": "tester",
-                "date": utc_now(), "msg_type": msg_type, "version": "5.3"}
+        return chanclient.make_header(msg_type, self.session, "tester", msg_id=uuid.uuid4().hex)
 
     def envelope(self, channel, msg_type, content=None, parent=None, metadata=None, header=None):
-        return {"channel": channel, "header": header or self.make_header(msg_type),
-                "parent_header": parent or {}, "metadata": metadata or {},
-                "content": content if content is not None else {}, "buffers": 0}
+        return chanclient.envelope(channel, msg_type, content, parent, metadata,
+                                   header or self.make_header(msg_type))
 
     def encode(self, env, buffers=()):
-        env = dict(env)
-        env["buffers"] = len(buffers)
-        out = frame(json.dumps(env).encode("utf-8"))
-        for b in buffers:
-            out += frame(b)
-        return out
+        return chanclient.encode(env, buffers)
 
     def send(self, env, buffers=()):
         if "header" in env and isinstance(env["header"], dict) and "msg_id" in env["header"]:

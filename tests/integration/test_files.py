@@ -10,8 +10,8 @@
 The workspace is /workspace in a VM, and with unsafe-local a private directory of the gateway's:
 cells find it as the parent of CELLVM_OUTDIR (docs/kernel.md), which is /workspace/out in a VM.
 
-One kernel per backend serves the whole module (a cold microVM costs ~14 s under TCG), started
-from a kernelspec written here: the build's spec plus --artifacts-dir (a tmp dir) and
+One kernel per backend serves the whole module (a cold microVM costs ~14 s under TCG), a
+sessions.Session of the build's kernelspec plus --artifacts-dir (a tmp dir) and
 --artifact-max-file. Everything it started is killed by pid at the end. A missing kernelspec or
 guest image FAILS these tests.
 """
@@ -26,7 +26,7 @@ import uuid
 
 import pytest
 
-from backends import BACKENDS, Kernel, write_spec
+from sessions import BACKENDS, Session
 
 MAX_FILE = 64 * 1024            # --artifact-max-file for these sessions
 CAP_REASON = "larger than the per-file artifact cap"
@@ -40,15 +40,11 @@ def sha(data):
 def session(request, tmp_path_factory):
     """(kernel, artifacts dir) for one backend, shared by this module's tests."""
     backend = request.param
-    root = tmp_path_factory.mktemp(f"files-{backend}")
-    artifacts = root / "artifacts"
-    name = f"cellvm-files-{backend}"
-    kernels = write_spec(root / "kernels", name, backend,
-                         ["--artifacts-dir", artifacts, "--artifact-max-file", MAX_FILE])
-    k = Kernel(name, kernel_dirs=[kernels])
+    artifacts = tmp_path_factory.mktemp(f"files-{backend}") / "artifacts"
+    k = Session(BACKENDS[backend], name=f"files-{backend}",
+                extra_args=["--artifacts-dir", artifacts, "--artifact-max-file", MAX_FILE])
     try:
         k.start()
-        k.which = backend
         k.ws = probe(k, "import json, os\n"
                         "json.dumps(os.path.dirname(os.environ['CELLVM_OUTDIR']))")
         yield k, artifacts
@@ -82,7 +78,7 @@ def assert_refused(reply, token):
 
 def test_workspace_is_where_the_docs_say(session):
     k, _ = session
-    if k.which == "microvm":
+    if k.kind == "microvm":
         assert k.ws == "/workspace"
         assert k.value("import os; os.getcwd()") == "'/workspace'"
     else:
@@ -102,7 +98,7 @@ def test_put_then_a_cell_reads_it(session):
                     " 'data/in/blob.bin'), 'rb').read()\n"
                     "json.dumps([len(b), hashlib.sha256(b).hexdigest()])")
     assert seen == [len(data), sha(data)]
-    if k.which == "microvm":             # the kernel's cwd: relative paths just work
+    if k.kind == "microvm":             # the kernel's cwd: relative paths just work
         assert probe(k, "import hashlib, json\n"
                         "json.dumps(hashlib.sha256(open('data/in/blob.bin', 'rb').read())"
                         ".hexdigest())") == sha(data)
@@ -198,8 +194,7 @@ def test_symlinks_a_cell_planted_are_refused(session):
 
 
 def _output_files(k, code):
-    reply, _ = k.run(code)
-    c = reply["content"]
+    c = k.run(code).content
     assert c["status"] == "ok", c
     return {pathlib.PurePosixPath(e["path"]).relative_to(k.ws + "/out").as_posix(): e
             for e in c["output_files"]}
@@ -252,16 +247,14 @@ def test_the_workspace_outlives_a_kernel_death(session):
     k, _ = session
     data = os.urandom(50_000)
     assert put(k, "keep/me.bin", data)["content"]["status"] == "ok"
-    qemu = k.qemu_pid() if k.which == "microvm" else None
-    reply, _ = k.run("z = 1")
-    assert reply["content"]["status"] == "ok"
-    reply, msgs = k.run("import os; os._exit(3)")
-    c = reply["content"]
+    qemu = k.qemu_pid() if k.kind == "microvm" else None
+    assert k.run("z = 1").status == "ok"
+    r = k.run("import os; os._exit(3)")
+    c = r.content
     assert c["status"] == "error" and c["ename"] == "KernelDied", c
     assert "status 3" in c["evalue"], c["evalue"]
-    assert [m["content"]["evalue"] for m in msgs if m["msg_type"] == "error"] == [c["evalue"]]
-    reply, _ = k.run("z")                               # a new kernel ...
-    assert reply["content"]["ename"] == "NameError"
+    assert [m["content"]["evalue"] for m in r.errors] == [c["evalue"]]
+    assert k.run("z").content["ename"] == "NameError"  # a new kernel ...
     assert probe(k, "import hashlib, json, os\n"           # ... with the same workspace
                     "ws = os.path.dirname(os.environ['CELLVM_OUTDIR'])\n"
                     "json.dumps(hashlib.sha256(open(ws + '/keep/me.bin', 'rb').read())"

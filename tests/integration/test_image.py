@@ -1,31 +1,27 @@
 """The guest image booted with QEMU directly (no gateway): the kernel port, the init control port
 (docs/init.md), deaths explained, restarts with /workspace intact, file transfer, isolation basics.
 
-Each VM is started by the test and killed by pid at teardown. TCG everywhere (the recipe: this
-machine's /dev/kvm is PVM). Needs build/image (`make image`).
+Each VM is started by the test and killed by pid at teardown; its console log is registered
+with the session logs (attached to the report of a test that fails). TCG everywhere (the recipe:
+this machine's /dev/kvm is PVM). Needs build/image (`make image`). Both ports are framed by
+chanclient.
 """
-import datetime
 import hashlib
 import json
 import os
 import pathlib
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import tempfile
 import time
-import uuid
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("CELLVM_BUILD", ROOT / "build")).resolve()
-IMAGE = pathlib.Path(os.environ.get("CELLVM_IMAGE", BUILD / "image"))
+import chanclient
+from sessions import IMAGE, READY_TIMEOUT, TIMEOUT, Logs
+
 QEMU = shutil.which("qemu-system-x86_64") or "/usr/bin/qemu-system-x86_64"
-BOOT_TIMEOUT = 120     # TCG boot + Python start, with margin for a loaded CI machine
-CELL_TIMEOUT = 120
 
 
 def _tsc_khz():
@@ -36,61 +32,25 @@ def _tsc_khz():
     return 2000000
 
 
-def _header(msg_type):
-    return {"msg_id": str(uuid.uuid4()), "session": "test-image", "username": "test",
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z"),
-            "msg_type": msg_type, "version": "5.3"}
-
-
 class Chan:
-    """The cellvm framing on one of QEMU's virtio-serial unix sockets."""
+    """One of QEMU's virtio-serial unix sockets (the kernel port, init's control port), framed by
+    chanclient; the sync marker a port carries before each hello is skipped."""
 
-    def __init__(self, path, timeout=BOOT_TIMEOUT):
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                self.sock = socket.socket(socket.AF_UNIX)
-                self.sock.connect(str(path))
-                break
-            except OSError:
-                self.sock.close()
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        self.sock.settimeout(timeout)
-        self.buf = b""
+    def __init__(self, path, timeout=READY_TIMEOUT):
+        self.conn = chanclient.Conn.unix(path, connect_timeout=10, allow_sync=True)
+        self.conn.settimeout(timeout)
 
     def send(self, msg_type, content, channel="cellvm", buffers=()):
-        hdr = _header(msg_type)
-        msg = {"channel": channel, "header": hdr, "parent_header": {}, "metadata": {},
-               "content": content, "buffers": len(buffers)}
-        body = json.dumps(msg).encode()
-        out = struct.pack(">I", len(body)) + body
-        for b in buffers:
-            out += struct.pack(">I", len(b)) + b
-        self.sock.sendall(out)
-        return hdr
-
-    def _read(self, n):
-        while len(self.buf) < n:
-            data = self.sock.recv(1 << 20)
-            if not data:
-                raise EOFError("channel closed")
-            self.buf += data
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
+        msg = chanclient.envelope(channel, msg_type, content, session="test-image",
+                                  username="test")
+        self.conn.send(msg, buffers)
+        return msg["header"]
 
     def recv(self, timeout=None):
         if timeout is not None:
-            self.sock.settimeout(timeout)
-        (n,) = struct.unpack(">I", self._read(4))
-        while n == 0:   # the sync marker a kernel port puts before each hello
-            assert self._read(8) == b"CVM-SYNC"
-            (n,) = struct.unpack(">I", self._read(4))
-        assert 1 <= n <= 64 << 20
-        msg = json.loads(self._read(n))
-        msg["_buffers"] = [self._read(struct.unpack(">I", self._read(4))[0])
-                           for _ in range(msg.get("buffers", 0))]
+            self.conn.settimeout(timeout)
+        msg, buffers = self.conn.recv()
+        msg["_buffers"] = buffers
         return msg
 
     def wait_for(self, msg_type, timeout, parent=None):
@@ -114,7 +74,7 @@ class Chan:
         return self.wait_for(reply_type, timeout, parent=hdr)[0]
 
     def close(self):
-        self.sock.close()
+        self.conn.close()
 
 
 class GuestVM:
@@ -125,6 +85,7 @@ class GuestVM:
             pytest.fail(f"no guest image in {IMAGE}: run `make image`")
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix="cellvm-image-test-"))
         self.console = self.dir / "console.log"
+        self.logs = Logs(f"guest-vm-{mem_mib}M", consoles=[self.console, self.dir / "qemu.log"])
         disk = self.dir / "workspace.img"
         with open(disk, "wb") as f:      # blank and sparse: init formats it on first boot
             f.truncate(disk_mib << 20)
@@ -147,9 +108,13 @@ class GuestVM:
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                      stdout=open(self.dir / "qemu.log", "wb"),
                                      stderr=subprocess.STDOUT)
-        self.kernel = Chan(self.dir / "cellvm.kernel.sock")
-        self.ctl = Chan(self.dir / "cellvm.init.sock")
-        self.kernel_hello = self.hello_kernel(BOOT_TIMEOUT)
+        try:
+            self.kernel = Chan(self.dir / "cellvm.kernel.sock")
+            self.ctl = Chan(self.dir / "cellvm.init.sock")
+            self.kernel_hello = self.hello_kernel(READY_TIMEOUT)
+        except BaseException:
+            self.kill()                     # a VM that never said hello is not left behind
+            raise
         self.boot_to_hello = time.monotonic() - self.t0
 
     def hello_kernel(self, timeout):
@@ -166,7 +131,7 @@ class GuestVM:
         hdr = self.ctl.send("hello", {"protocol": "cellvm-init", "version": 1, "role": "driver"})
         return self.ctl.wait_for("hello", 30, parent=hdr)[0]
 
-    def execute(self, code, timeout=CELL_TIMEOUT):
+    def execute(self, code, timeout=TIMEOUT):
         hdr = self.kernel.send("execute_request", {
             "code": code, "silent": False, "store_history": True, "user_expressions": {},
             "allow_stdin": False, "stop_on_error": True}, channel="shell")
@@ -176,13 +141,13 @@ class GuestVM:
         errors = [m["content"] for m in seen if m["header"]["msg_type"] == "error"]
         return reply["content"], out, errors
 
-    def run(self, code, timeout=CELL_TIMEOUT):
+    def run(self, code, timeout=TIMEOUT):
         """Execute and return stdout; the cell must succeed."""
         content, out, errors = self.execute(code, timeout)
         assert content["status"] == "ok", (content, errors, self.console_text()[-3000:])
         return out
 
-    def kill_kernel_by_cell(self, code, timeout=CELL_TIMEOUT):
+    def kill_kernel_by_cell(self, code, timeout=TIMEOUT):
         """Run a cell that ends the kernel; return init's kernel_exited report."""
         self.kernel.send("execute_request", {
             "code": code, "silent": False, "store_history": True, "user_expressions": {},
@@ -195,7 +160,7 @@ class GuestVM:
         reply = self.ctl.request("restart_request", {})["content"]
         assert reply["status"] == "ok", reply
         pid = reply["kernel"]["pid"]
-        deadline = time.monotonic() + BOOT_TIMEOUT
+        deadline = time.monotonic() + READY_TIMEOUT
         while True:
             m, _ = self.kernel.wait_for("hello", deadline - time.monotonic())
             if m["content"]["pid"] == pid:
@@ -214,6 +179,7 @@ class GuestVM:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=10)
+        self.logs.close()                   # keeps a copy of the console
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -236,7 +202,7 @@ def test_kernel_hello_arrives(vm):
     c = vm.kernel_hello["content"]
     assert c["role"] == "kernel" and c["protocol"] == "cellvm-channel"
     assert c["outdir"] == "/workspace/out"
-    assert vm.boot_to_hello < BOOT_TIMEOUT
+    assert vm.boot_to_hello < READY_TIMEOUT
 
 
 def test_init_hello(vm):
@@ -320,7 +286,7 @@ def test_restart_of_a_running_kernel_is_reported_as_requested(vm):
     assert exited["content"]["requested"] and exited["content"]["pid"] == before["pid"]
     reply, _ = vm.ctl.wait_for("restart_reply", 30, parent=hdr)
     pid = reply["content"]["kernel"]["pid"]
-    while vm.kernel.wait_for("hello", BOOT_TIMEOUT)[0]["content"]["pid"] != pid:
+    while vm.kernel.wait_for("hello", READY_TIMEOUT)[0]["content"]["pid"] != pid:
         pass
     assert vm.run("print('back')").strip() == "back"
 

@@ -35,8 +35,8 @@ import psutil
 import pytest
 import zmq
 
-from vmsession import (PROBE_MARK, Session, alive, host_probe, qemu_run_dir, require_build,
-                       wait_no_leftovers, write_spec)
+from sessions import (PROBE_MARK, READY_TIMEOUT, Session, alive, host_probe, kernel_spec,
+                      qemu_run_dir, wait_no_leftovers)
 
 T_DISK = 256 << 20          # the torture session's /workspace disk
 T_MEMORY_MIB = 384
@@ -276,7 +276,7 @@ class Listener:
 @pytest.fixture(scope="module")
 def canary():
     """A secret in the environment the gateways inherit, and files on the host."""
-    require_build("cellvm")
+    kernel_spec("cellvm")                       # fails (never skips) without build or image
     value = "cvm-secret-" + secrets.token_hex(16)
     old = os.environ.get(CANARY_ENV)
     os.environ[CANARY_ENV] = value
@@ -301,18 +301,17 @@ def canary():
 def vms(canary, tmp_path_factory):
     """Sessions a, b and t, booted at once; closed (by pid) and checked for leftovers at the end."""
     d = tmp_path_factory.mktemp("isolation")
-    kernels = write_spec(d / "kernels", "cellvm-isolation-torture", "cellvm",
-                         ["--disk-size", "256M", "--memory", str(T_MEMORY_MIB),
-                          "--cell-timeout", str(T_CELL_TIMEOUT)])
+    torture = ["--disk-size", "256M", "--memory", str(T_MEMORY_MIB),
+               "--cell-timeout", str(T_CELL_TIMEOUT)]
     env = {"XDG_DATA_HOME": str(d / "data")}       # artifacts land here, not in ~/.local
-    sessions = {"a": Session("cellvm", log_path=d / "a.log", env=env),
-                "b": Session("cellvm", log_path=d / "b.log", env=env),
-                "t": Session("cellvm-isolation-torture", [kernels], log_path=d / "t.log", env=env),
+    sessions = {"a": Session("cellvm", name="a", env=env),
+                "b": Session("cellvm", name="b", env=env),
+                "t": Session("cellvm", name="t", extra_args=torture, env=env),
                 # No isolation: the same cells through the same gateway find what they look for.
-                "local": Session("cellvm-unsafe-local", log_path=d / "local.log", env=env)}
+                "local": Session("cellvm-unsafe-local", name="local", env=env)}
     try:
         for s in sessions.values():
-            s.start()
+            s.start(wait=False)
         for name, s in sessions.items():
             s.wait_ready()
             if name != "local":
@@ -326,7 +325,7 @@ def vms(canary, tmp_path_factory):
         assert not left, f"the isolation sessions left things behind: {left}"
 
 
-def ready(session, timeout=240):
+def ready(session, timeout=READY_TIMEOUT):
     """The session runs a trivial cell (waiting out a restart if one is under way)."""
     r = session.run("6 * 7", timeout=timeout)
     assert r.status == "ok", f"session {session.name} does not run a trivial cell: {r.describe()}"
@@ -580,7 +579,8 @@ def test_05_fork_bomb_is_contained(vms):
                   "cg = '/sys/fs/cgroup' + open('/proc/self/cgroup').read().strip().split('::')[1]\n"
                   "print(json.dumps({'kept': open('/workspace/before-bomb.txt').read(),\n"
                   "  'bomb': json.load(open('/workspace/bomb.json')),\n"
-                  "  'pids_now': int(open(cg + '/pids.current').read())}))", timeout=240)
+                  "  'pids_now': int(open(cg + '/pids.current').read())}))",
+                  timeout=READY_TIMEOUT)                   # the kernel restarts first
     assert after.status == "ok", after.describe()
     res = json.loads(after.stdout)
     assert res["kept"] == mark                      # /workspace survived the kernel restart
@@ -618,7 +618,8 @@ def test_06_memory_bomb_explained_then_working_kernel(vms):
     print(f"OOM explained after {took:.1f} s: {errs[0]['content']['evalue']}")
 
     r = t.run("print(open('/workspace/before-oom.txt').read())\n"
-              "try:\n    survivor\nexcept NameError:\n    print('fresh namespace')\n", timeout=240)
+              "try:\n    survivor\nexcept NameError:\n    print('fresh namespace')\n",
+              timeout=READY_TIMEOUT)                       # the kernel restarts first
     assert r.status == "ok", r.describe()
     assert r.stdout.split() == [mark, "fresh", "namespace"], r.stdout
 
@@ -800,7 +801,7 @@ def test_10_qemu_sigkill_mid_cell_is_explained(vms):
     ready(a, timeout=60)
 
     # The session comes back in a new VM (or says it is dead).
-    back = t.run("import os; print(sorted(os.listdir('/workspace')))", timeout=240)
+    back = t.run("import os; print(sorted(os.listdir('/workspace')))", timeout=READY_TIMEOUT)
     if back.status == "ok":
         new_qemu = t.qemu_pid()
         assert new_qemu != qemu

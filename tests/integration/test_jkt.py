@@ -2,9 +2,10 @@
 
 The sample module of jupyter-protocol.md section 4, IPython-dependent samples included, and
 every history operation the kernel documents (docs/kernel.md: tail, range and search). One
-kernel per class, started by jupyter_kernel_test itself; each class kills, by pid, whatever of its
-gateway (and QEMU) is still there after jupyter_kernel_test's shutdown. A missing kernelspec,
-build or guest image FAILS these tests, it never skips them.
+kernel per class, a sessions.Session whose KernelManager and client jupyter_kernel_test uses (as
+start_new_kernel would make them); closing it kills, by pid, whatever of its gateway (and QEMU)
+is still there. A missing kernelspec, build or guest image FAILS these tests, it never skips
+them.
 
 Nothing here is relaxed for the microVM: jupyter_kernel_test's own timeouts apply (15 s per
 reply, 1 s to the busy, 0.1 s between a request's iopub messages).
@@ -12,9 +13,8 @@ reply, 1 s to the busy, 0.1 s between a request's iopub messages).
 import unittest
 
 import jupyter_kernel_test as jkt
-import psutil
 
-from backends import BACKENDS, descendants, kernel_spec, kill_procs, wait_gone
+from sessions import BACKENDS, Session, running
 
 
 class Samples:
@@ -41,18 +41,20 @@ class Samples:
 
     @classmethod
     def setUpClass(cls):
-        kernel_spec(cls.kernel_name)            # fails (never skips) without spec or image
-        super().setUpClass()
-        gateway = cls.km.provisioner.pid
-        cls._procs = [psutil.Process(p) for p in [gateway] + descendants(gateway)]
+        # Fails (never skips) without spec or image. Instead of jkt's own start_new_kernel.
+        cls.session = Session(cls.kernel_name)
+        try:
+            cls.session.start()
+        except BaseException:
+            cls.session.close()
+            raise
+        cls.km, cls.kc = cls.session.km, cls.session.kc
 
     @classmethod
     def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            kill_procs(cls._procs)
-            assert wait_gone([p.pid for p in cls._procs if p.is_running()], 5)
+        procs = list(cls.session.procs.values())
+        cls.session.close()                     # shutdown, then SIGKILL by pid
+        assert not [p.pid for p in procs if running(p)], "a process outlived the session"
 
 
 class TestUnsafeLocal(Samples, jkt.KernelTests):

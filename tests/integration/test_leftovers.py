@@ -2,18 +2,17 @@
 
 Sessions are started through KernelManager with the `cellvm` kernelspec. What a gateway could
 leave on the host: a qemu-system process, its run dir `BASE/vm-<gateway pid>-*` (docs/vm.md), the
-unix sockets QEMU listened on, and the qcow2 layer of /workspace. `vmsession.leftovers` looks for
+unix sockets QEMU listened on, and the qcow2 layer of /workspace. `sessions.leftovers` looks for
 all four, and only for the gateways a test started, so tests running concurrently (with their own
 gateways) do not disturb the checks. Each test first shows that the check sees a live session's
 QEMU, dir, sockets and disk, so an empty answer afterwards means something.
 """
 import os
-import secrets
 import signal
 import time
 
-from vmsession import (Session, alive, leftovers, qemu_run_dir, require_build, wait_dead,
-                       wait_no_leftovers)
+from sessions import (Session, alive, kernel_spec, leftovers, qemu_run_dir, wait_gone,
+                      wait_no_leftovers)
 
 
 def kinds(found):
@@ -21,12 +20,11 @@ def kinds(found):
 
 
 def _start(tmp_path, n):
-    require_build("cellvm")
+    kernel_spec("cellvm")                       # fails (never skips) without build or image
     env = {"XDG_DATA_HOME": str(tmp_path / "data")}    # artifacts land here, not in ~/.local
-    sessions = [Session("cellvm", log_path=tmp_path / f"gw-{secrets.token_hex(4)}.log", env=env)
-                for _ in range(n)]
+    sessions = [Session("cellvm", env=env) for _ in range(n)]
     for s in sessions:
-        s.start()
+        s.start(wait=False)
     return sessions
 
 
@@ -53,7 +51,7 @@ def test_shutdown_and_sigterm_leave_nothing(tmp_path):
         a, b = sessions
         a.km.shutdown_kernel(now=False)              # the client's shutdown_request
         os.kill(b.gateway_pid, signal.SIGTERM)       # what a frontend's SIGTERM does
-        assert wait_dead(gws + qemus, 10), [p for p in gws + qemus if alive(p)]
+        assert wait_gone(gws + qemus, 10), [p for p in gws + qemus if alive(p)]
         left = wait_no_leftovers(gws, timeout=10)
         assert left == [], left
         assert not any(d.exists() for d in dirs), dirs
@@ -64,14 +62,14 @@ def test_shutdown_and_sigterm_leave_nothing(tmp_path):
 def test_shutdown_during_boot_leaves_nothing(tmp_path):
     (s,) = _start(tmp_path, 1)
     try:
-        qemu = s.qemu_pid(timeout=30)                # spawned; the guest is still booting
+        qemu = s.qemu_pid()                          # spawned; the guest is still booting
         run_dir = qemu_run_dir(qemu)
         assert run_dir and run_dir.exists()
         time.sleep(1)
         t0 = time.monotonic()
         s.km.shutdown_kernel(now=False)
         took = time.monotonic() - t0
-        assert wait_dead([s.gateway_pid, qemu], 10)
+        assert wait_gone([s.gateway_pid, qemu], 10)
         left = wait_no_leftovers([s.gateway_pid], timeout=10)
         assert left == [], left
         assert took < 5, f"shutdown during boot took {took:.1f} s"
@@ -90,7 +88,7 @@ def test_sigkilled_gateway_is_swept_by_the_next(tmp_path):
 
         os.kill(gw, signal.SIGKILL)
         # QEMU dies with its gateway (PR_SET_PDEATHSIG), at once.
-        assert wait_dead([gw, qemu], 5), f"qemu {qemu} outlived its SIGKILLed gateway {gw}"
+        assert wait_gone([gw, qemu], 5), f"qemu {qemu} outlived its SIGKILLed gateway {gw}"
         left = wait_no_leftovers([gw], timeout=3)
         # Nothing could delete the run dir (disk included): that is the sweeper's job.
         assert run_dir.exists() and "qemu" not in kinds(left) and "unix" not in kinds(left), left

@@ -1,8 +1,8 @@
 """Execute every notebook in notebooks/ with nbclient through each backend's kernelspec
 (`cellvm-unsafe-local` and the microvm `cellvm`) and check what came out (issues 3 and 4).
 
-Each notebook gets a fresh kernel, started here with a KernelManager and handed to nbclient's
-NotebookClient(km=...), so this module knows every pid it started and kills them. With
+Each notebook gets a fresh kernel, a sessions.Session whose KernelManager is handed to
+nbclient's NotebookClient(km=...), so this module knows every pid it started and kills them. With
 unsafe-local the kernel starts in notebooks/ (as nbclient and Jupyter start it), so relative
 paths like data/sales.csv resolve as with ipykernel. A microVM kernel starts in /workspace
 inside its VM: every file under notebooks/data/ is first uploaded there with the control
@@ -21,14 +21,13 @@ import re
 import pytest
 from jupyter_client.asynchronous import AsyncKernelClient
 
-from backends import BACKENDS, READY_TIMEOUT, Kernel, backend_of, kernel_spec
+from sessions import BACKENDS, READY_TIMEOUT, TIMEOUT, Session, kernel_spec
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[2] / "notebooks"
 KERNEL_NAMES = [os.environ["CELLVM_NOTEBOOK_KERNEL"]] if os.environ.get("CELLVM_NOTEBOOK_KERNEL") \
     else [BACKENDS["unsafe-local"], BACKENDS["microvm"]]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-CELL_TIMEOUT = 120
 
 
 @pytest.fixture(params=KERNEL_NAMES)
@@ -54,15 +53,15 @@ def run_notebook(name, kernel_name):
     import nbformat
     from nbclient import NotebookClient
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    kernel = Kernel(kernel_name, cwd=NOTEBOOKS)
+    kernel = Session(kernel_name, cwd=NOTEBOOKS)
     try:
         kernel.start()
-        if backend_of(kernel.spec.argv) == "microvm":
+        if kernel.backend == "microvm":
             upload_data(kernel)
         # nbclient uses our running kernel (owns_km is False) and leaves it to us. It makes its
         # own client with km.client(), and awaits it: an asyncio one.
         kernel.km.client_factory = AsyncKernelClient
-        client = NotebookClient(nb, km=kernel.km, timeout=CELL_TIMEOUT,
+        client = NotebookClient(nb, km=kernel.km, timeout=TIMEOUT,
                                 startup_timeout=READY_TIMEOUT,
                                 resources={"metadata": {"path": str(NOTEBOOKS)}})
         client.execute()

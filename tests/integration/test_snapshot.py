@@ -16,23 +16,21 @@ import os
 import pathlib
 import shutil
 import subprocess
-import tempfile
 import time
 
 import pytest
 
-from conftest import BUILD, ROOT
+from sessions import (GATEWAY, IMAGE, TIMEOUT, Logs, alive, require_image, start_session,
+                      wait_gone)
 
-IMAGE = pathlib.Path(os.environ.get("CELLVM_IMAGE", ROOT / "build" / "image")).resolve()
-GATEWAY = BUILD / "cellvm-gateway"
-LAUNCH = BUILD / "cellvm-launch"               # what kernelspecs run (docs/gateway.md)
 TEMPLATES = pathlib.Path(os.environ.get("CELLVM_TEMPLATE_DIR",
                                         f"/var/tmp/cellvm-{os.getuid()}/templates"))
 
+
 @pytest.fixture(autouse=True)
 def _image_required():
-    if not (IMAGE / "vmlinux").exists():
-        pytest.fail(f"no guest image in {IMAGE}: run `make image`")
+    require_image(IMAGE)
+
 
 PROBE = ("import os, random, uuid, time, json, numpy\n"
          "print(json.dumps({'urandom': os.urandom(16).hex(), 'random': random.random(),"
@@ -80,76 +78,33 @@ def template():
     return TEMPLATES
 
 
-class Session:
-    """A kernel launched through a kernelspec of our own, its log captured."""
-
-    def __init__(self, spec_root, name, extra):
-        from jupyter_client import KernelManager
-        d = pathlib.Path(spec_root) / "kernels" / name
-        d.mkdir(parents=True, exist_ok=True)
-        argv = [str(LAUNCH), "--connection-file", "{connection_file}", "--backend", "microvm",
-                "--image", str(IMAGE)] + extra
-        (d / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": name,
-                                                   "language": "python",
-                                                   "interrupt_mode": "message"}))
-        os.environ["JUPYTER_PATH"] = f"{spec_root}:{BUILD / 'share' / 'jupyter'}"
-        self.log = tempfile.NamedTemporaryFile("w+", prefix="gw-", suffix=".log")
-        self.km = KernelManager(kernel_name=name)
-        t0 = time.perf_counter()
-        self.km.start_kernel(stderr=self.log)
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=180)
-        self.ready_s = time.perf_counter() - t0
-
-    def run(self, code, timeout=120):
-        out = []
-        reply = self.kc.execute_interactive(
-            code, timeout=timeout,
-            output_hook=lambda m: out.append(m["content"].get("text", ""))
-            if m["msg_type"] == "stream" else None)
-        assert reply["content"]["status"] == "ok", reply["content"]
-        return "".join(out)
-
-    def assert_first_cell_is_clean(self):
-        """Warm-ups (the pool holder's, the kernel's after an idle reseed) left
-        nothing: this is In[1], and nothing was stored or output before it."""
-        out = []
-        reply = self.kc.execute_interactive(
-            "print(len(In), len(Out))", timeout=120,
-            output_hook=lambda m: out.append(m["content"].get("text", ""))
-            if m["msg_type"] == "stream" else None)
-        assert reply["content"]["status"] == "ok", reply["content"]
-        assert reply["content"]["execution_count"] == 1, reply["content"]
-        assert "".join(out).strip() == "2 0", out
-
-    def text(self):
-        self.log.flush()
-        return pathlib.Path(self.log.name).read_text()
-
-    def close(self):
-        self.kc.stop_channels()
-        self.km.shutdown_kernel(now=True)
-        self.log.close()
+def start(name, extra):
+    """A ready session of the `cellvm` kernelspec (through cellvm-launch) on IMAGE, with extra
+    gateway arguments; its log captured."""
+    return start_session("cellvm", name=name, image=IMAGE, extra_args=extra)
 
 
-@pytest.fixture
-def spec_root(tmp_path):
-    yield tmp_path / "jupyter"
+def assert_first_cell_is_clean(s):
+    """Warm-ups (the pool holder's, the kernel's after an idle reseed) left
+    nothing: this is In[1], and nothing was stored or output before it."""
+    r = s.run("print(len(In), len(Out))")
+    assert r.status == "ok", r.content
+    assert r.content["execution_count"] == 1, r.content
+    assert r.streams.strip() == "2 0", r.streams
 
 
-def test_restored_clones_never_share_random_values(template, spec_root):
+def test_restored_clones_never_share_random_values(template):
     seen = []
     for i in range(2):
-        s = Session(spec_root, f"snap{i}", ["--template-dir", str(template)])
+        s = start(f"snap{i}", ["--template-dir", str(template)])
         try:
             if i == 0:                  # idle first: the kernel reseeds and warms up alone
                 time.sleep(1.5)
-                s.assert_first_cell_is_clean()
-            got = json.loads(s.run(PROBE).strip().splitlines()[-1])
+                assert_first_cell_is_clean(s)
+            got = json.loads(s.output(PROBE).strip().splitlines()[-1])
             host = time.time()
-            assert "event=vm.restored" in s.text(), s.text()[-3000:]
-            assert "event=vm.reseeded" in s.text()
+            assert "event=vm.restored" in s.log_text(), s.log_text()[-3000:]
+            assert "event=vm.reseeded" in s.log_text()
             assert abs(got["time"] - host) < 5, (got["time"], host)   # the host's clock
             seen.append(got)
         finally:
@@ -192,14 +147,13 @@ def corrupt_copy(template, dest, how):
 
 
 @pytest.mark.parametrize("how", ["truncated", "flipped"])
-def test_corrupt_template_is_detected_and_the_session_cold_boots(template, spec_root, tmp_path,
-                                                                 how):
+def test_corrupt_template_is_detected_and_the_session_cold_boots(template, tmp_path, how):
     tdir = tmp_path / "templates"
     bad = corrupt_copy(template, tdir, how)
-    s = Session(spec_root, "snapbad", ["--template-dir", str(tdir)])
+    s = start("snapbad", ["--template-dir", str(tdir)])
     try:
-        assert s.run("print(6 * 7)").strip() == "42"
-        log = s.text()
+        assert s.output("print(6 * 7)").strip() == "42"
+        log = s.log_text()
         assert "event=template.corrupt" in log, log[-3000:]
         assert "event=vm.cold_boot" in log
         assert "event=vm.restored" not in log
@@ -215,26 +169,26 @@ def test_corrupt_template_is_detected_and_the_session_cold_boots(template, spec_
     while not has_template(tdir) and time.time() < deadline:
         time.sleep(3)
     assert has_template(tdir), (tdir / "build.log").read_text()[-3000:]
-    s = Session(spec_root, "snapgood", ["--template-dir", str(tdir)])
+    s = start("snapgood", ["--template-dir", str(tdir)])
     try:
-        assert s.run("print(6 * 7)").strip() == "42"
-        assert "event=vm.restored" in s.text()
+        assert s.output("print(6 * 7)").strip() == "42"
+        assert "event=vm.restored" in s.log_text()
     finally:
         s.close()
 
 
-def test_mismatched_template_is_never_used(template, spec_root, tmp_path):
+def test_mismatched_template_is_never_used(template, tmp_path):
     """A template whose meta names another key (changed image, QEMU, ...)."""
     tdir = tmp_path / "templates"
     bad = corrupt_copy(template, tdir, "intact")
     meta = json.loads((bad / "meta.json").read_text())
     meta["key"] = "0" * len(meta["key"])
     (bad / "meta.json").write_text(json.dumps(meta))
-    s = Session(spec_root, "snapmis", ["--template-dir", str(tdir)])
+    s = start("snapmis", ["--template-dir", str(tdir)])
     try:
-        assert s.run("print(6 * 7)").strip() == "42"
-        assert "event=template.corrupt" in s.text()
-        assert "event=vm.restored" not in s.text()
+        assert s.output("print(6 * 7)").strip() == "42"
+        assert "event=template.corrupt" in s.log_text()
+        assert "event=vm.restored" not in s.log_text()
     finally:
         s.close()
         kill_builders(tdir)
@@ -244,18 +198,21 @@ def test_mismatched_template_is_never_used(template, spec_root, tmp_path):
 # The warm pool.
 
 class Pool:
-    """A pool daemon this test starts, and stops or kills by pid."""
+    """A pool daemon this test starts, and stops or kills by pid. Its log is registered with the
+    session logs (attached when the test fails, scanned for slow reactor turns)."""
 
     def __init__(self, template_dir, size):
-        self.log = tempfile.NamedTemporaryFile("w+", prefix="pool-", suffix=".log")
+        self.logs = Logs(f"pool-{size}")
+        self.path = self.logs.gateway_log = self.logs.dir / "pool.log"
+        self.log = open(self.path, "wb")
         self.proc = subprocess.Popen([str(GATEWAY), "--pool-daemon", "--pool", str(size),
                                       "--image", str(IMAGE), "--template-dir", str(template_dir)],
-                                     stdout=self.log, stderr=self.log)
+                                     stdout=self.log, stderr=subprocess.STDOUT)
         self.size = size
 
     def text(self):
         self.log.flush()
-        return pathlib.Path(self.log.name).read_text()
+        return self.path.read_text(errors="replace")
 
     def wait_full(self, timeout=60):
         deadline = time.time() + timeout
@@ -272,37 +229,34 @@ class Pool:
                 if "event=pool.clone_ready" in ln]
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(15)
-            self.proc.wait(timeout=15)
-        self.log.close()
+        try:
+            if self.proc.poll() is None:
+                self.proc.send_signal(15)
+                self.proc.wait(timeout=15)
+        finally:
+            if self.proc.poll() is None:           # by pid, never by name
+                self.proc.kill()
+                self.proc.wait(timeout=TIMEOUT)
+            self.log.close()
+            self.logs.close()
 
 
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_dead(pids, timeout=10):
-    deadline = time.time() + timeout
-    while time.time() < deadline and any(alive(p) for p in pids):
-        time.sleep(0.1)
+def still_alive(pids, timeout=10):
+    """The pids still running after waiting up to timeout for all of them to go."""
+    wait_gone(pids, timeout)
     return [p for p in pids if alive(p)]
 
 
-def test_pool_hands_out_a_working_clone_and_stops_cleanly(template, spec_root):
+def test_pool_hands_out_a_working_clone_and_stops_cleanly(template):
     pool = Pool(template, 1)
     try:
         pool.wait_full()
-        s = Session(spec_root, "snappool", ["--template-dir", str(template), "--pool", "1"])
+        s = start("snappool", ["--template-dir", str(template), "--pool", "1"])
         try:
-            assert "event=vm.from_pool" in s.text(), s.text()[-3000:]
-            assert "prebound=yes" in s.text()
-            s.assert_first_cell_is_clean()      # the holder's warm-up left nothing
-            got = json.loads(s.run(PROBE).strip().splitlines()[-1])
+            assert "event=vm.from_pool" in s.log_text(), s.log_text()[-3000:]
+            assert "prebound=yes" in s.log_text()
+            assert_first_cell_is_clean(s)       # the holder's warm-up left nothing
+            got = json.loads(s.output(PROBE).strip().splitlines()[-1])
             assert abs(got["time"] - time.time()) < 5
             assert "handed_out=1" in pool.text()
             pool.wait_full()                        # refilled in the background
@@ -312,28 +266,28 @@ def test_pool_hands_out_a_working_clone_and_stops_cleanly(template, spec_root):
         pool.proc.send_signal(15)                   # a clean stop takes its clones along
         pool.proc.wait(timeout=15)
         assert "event=pool.stopped" in pool.text()
-        assert wait_dead(left) == [], "a pool clone outlived its daemon"
+        assert still_alive(left) == [], "a pool clone outlived its daemon"
     finally:
         pool.stop()
 
 
-def test_pool_daemon_death_does_not_take_down_running_sessions(template, spec_root):
+def test_pool_daemon_death_does_not_take_down_running_sessions(template):
     pool = Pool(template, 2)
     try:
         pool.wait_full()
-        s = Session(spec_root, "snappool2", ["--template-dir", str(template), "--pool", "2"])
+        s = start("snappool2", ["--template-dir", str(template), "--pool", "2"])
         try:
-            assert "event=vm.from_pool" in s.text()
-            s.run("x = 41")
-            mine = int(s.text().split("event=vm.from_pool pid=")[1].split()[0])
+            assert "event=vm.from_pool" in s.log_text()
+            s.output("x = 41")
+            mine = int(s.log_text().split("event=vm.from_pool pid=")[1].split()[0])
             pool.proc.kill()                        # SIGKILL: no clean-up at all
             pool.proc.wait()
             waiting = [q for q in pool.ready_qemus() if q != mine]
-            assert wait_dead(waiting) == [], "clones not handed out outlived the daemon"
+            assert still_alive(waiting) == [], "clones not handed out outlived the daemon"
             assert alive(mine)
-            assert s.run("print(x + 1)").strip() == "42"
+            assert s.output("print(x + 1)").strip() == "42"
         finally:
             s.close()
-        assert wait_dead([mine]) == [], "the session's clone outlived its gateway"
+        assert still_alive([mine]) == [], "the session's clone outlived its gateway"
     finally:
         pool.stop()

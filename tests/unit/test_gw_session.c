@@ -1,7 +1,7 @@
 /*  test_gw_session - the session with a mock backend and a scripted kernel.
 
     The mock backend's start hands the session one end of a socketpair; the
-    test plays the kernel on the other end with the same kn_frame/kn_msg
+    test plays the kernel on the other end with the same ch_frame/ch_msg
     codecs the real kernel uses. What the session sends to clients is
     captured from its emit callback.
 */
@@ -21,8 +21,8 @@
 
 #include "gw_log.h"
 #include "gw_session.h"
-#include "kn_frame.h"
-#include "kn_msg.h"
+#include "ch_frame.h"
+#include "ch_msg.h"
 
 //  --------------------------------------------------------------------------
 //  Mock backend.
@@ -72,12 +72,6 @@ mock_connect (void *ctx, int *fd_p, char *err, size_t errlen)
     return 0;
 }
 
-static int
-mock_interrupt (void *ctx)
-{
-    ((mock_t *) ctx)->interrupts++;
-    return 0;
-}
 
 static int
 mock_kill (void *ctx)
@@ -126,7 +120,7 @@ static void mock_destroy (void *ctx) { (void) ctx; }
 
 #define MAX_SEEN 64
 typedef struct {
-    kn_channel_t channel;
+    ch_channel_t channel;
     char ids [64];                              //  first identity / topic frame
     char type [64];
     json_t *header, *parent, *content;
@@ -140,7 +134,7 @@ typedef struct {
 } fixture_t;
 
 static void
-on_emit (void *arg, kn_channel_t ch, const gw_frames_t *ids, const kn_msg_t *msg)
+on_emit (void *arg, ch_channel_t ch, const gw_frames_t *ids, ch_msg_t *msg)
 {
     fixture_t *f = arg;
     assert_true (f->nseen < MAX_SEEN);
@@ -148,10 +142,10 @@ on_emit (void *arg, kn_channel_t ch, const gw_frames_t *ids, const kn_msg_t *msg
     s->channel = ch;
     const gw_frame_t *id = gw_frames_get (ids, 0);
     snprintf (s->ids, sizeof s->ids, "%.*s", id ? (int) id->size : 0, id ? (char *) id->data : "");
-    snprintf (s->type, sizeof s->type, "%s", kn_msg_type (msg));
-    s->header = json_deep_copy (kn_msg_header (msg));
-    s->parent = json_deep_copy (kn_msg_parent (msg));
-    s->content = json_deep_copy (kn_msg_content (msg));
+    snprintf (s->type, sizeof s->type, "%s", ch_msg_type (msg));
+    s->header = json_deep_copy (ch_msg_header (msg));
+    s->parent = json_deep_copy (ch_msg_parent (msg));
+    s->content = json_deep_copy (ch_msg_content (msg));
 }
 
 //  The first captured message of this type at or after *from (NULL if none).
@@ -180,47 +174,47 @@ kernel_send_raw (fixture_t *f, const void *data, size_t len)
 }
 
 static void
-kernel_send (fixture_t *f, kn_channel_t ch, const char *type, const json_t *parent,
+kernel_send (fixture_t *f, ch_channel_t ch, const char *type, const json_t *parent,
              json_t *content)
 {
-    kn_msg_t *msg = kn_msg_new (ch, type, parent, &content, "kernel-session");
+    ch_msg_t *msg = ch_msg_new (ch, type, parent, &content, "kernel-session");
     size_t len = 0;
-    char *json = kn_msg_encode (msg, &len);
-    uint8_t hdr [KN_FRAME_HDR];
-    kn_frame_encode_header (hdr, len, KN_FRAME_MAX_DEFAULT);
+    char *json = ch_msg_encode (msg, &len);
+    uint8_t hdr [CH_FRAME_HDR];
+    ch_frame_encode_header (hdr, len, CH_FRAME_MAX_DEFAULT);
     kernel_send_raw (f, hdr, sizeof hdr);
     kernel_send_raw (f, json, len);
     free (json);
-    kn_msg_destroy (&msg);
+    ch_msg_destroy (&msg);
 }
 
 static void
 kernel_hello (fixture_t *f)
 {
-    kernel_send (f, KN_CH_CELLVM, "hello", NULL,
+    kernel_send (f, CH_CELLVM, "hello", NULL,
                  json_pack ("{s:s, s:i, s:s}", "protocol", "cellvm-channel", "version", 1,
                             "role", "kernel"));
 }
 
 //  Next message the session sent to the kernel, or NULL after timeout_ms.
-static kn_msg_t *
+static ch_msg_t *
 kernel_recv (fixture_t *f, int timeout_ms)
 {
-    kn_frame_dec_t *dec = kn_frame_dec_new (KN_FRAME_MAX_DEFAULT);
-    kn_msg_t *msg = NULL;
+    ch_frame_dec_t *dec = ch_frame_dec_new (CH_FRAME_MAX_DEFAULT);
+    ch_msg_t *msg = NULL;
     struct pollfd p = { f->mock.kernel_fd, POLLIN, 0 };
-    while (!kn_frame_dec_ready (dec) && poll (&p, 1, timeout_ms) == 1) {
+    while (!ch_frame_dec_ready (dec) && poll (&p, 1, timeout_ms) == 1) {
         uint8_t byte;
         if (read (f->mock.kernel_fd, &byte, 1) != 1)
             break;
-        assert_true (kn_frame_dec_feed (dec, &byte, 1) == 1);
+        assert_true (ch_frame_dec_feed (dec, &byte, 1) == 1);
     }
     size_t len = 0;
-    uint8_t *frame = kn_frame_dec_take (dec, &len);
+    uint8_t *frame = ch_frame_dec_take (dec, &len);
     if (frame)
-        assert_int_equal (kn_msg_decode (frame, len, &msg, NULL, 0), 0);
+        assert_int_equal (ch_msg_decode (frame, len, &msg, NULL, 0), 0);
     free (frame);
-    kn_frame_dec_destroy (&dec);
+    ch_frame_dec_destroy (&dec);
     return msg;
 }
 
@@ -244,7 +238,7 @@ pump (fixture_t *f, int ms)
 //  Playing the client.
 
 static json_t *
-client_request (fixture_t *f, kn_channel_t ch, const char *type, const char *msg_id,
+client_request (fixture_t *f, ch_channel_t ch, const char *type, const char *msg_id,
                 json_t *content, int expect_rc)
 {
     json_t *header = json_pack ("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", msg_id,
@@ -254,7 +248,7 @@ client_request (fixture_t *f, kn_channel_t ch, const char *type, const char *msg
     json_t *kept = json_deep_copy (header);
     if (!content)
         content = json_object ();
-    kn_msg_t *msg = kn_msg_from_parts (ch, &header, NULL, NULL, &content);
+    ch_msg_t *msg = ch_msg_from_parts (ch, &header, NULL, NULL, &content);
     gw_frames_t *ids = gw_frames_new ();
     gw_frames_append (ids, "client-id", 9);
     assert_int_equal (gw_session_request (f->session, &ids, &msg), expect_rc);
@@ -266,18 +260,18 @@ client_request (fixture_t *f, kn_channel_t ch, const char *type, const char *msg
 static json_t *
 execute (fixture_t *f, const char *msg_id, const char *code)
 {
-    return client_request (f, KN_CH_SHELL, "execute_request", msg_id,
+    return client_request (f, CH_SHELL, "execute_request", msg_id,
                            json_pack ("{s:s, s:b, s:b}", "code", code, "silent", 0,
                                       "allow_stdin", 1), 0);
 }
 
 //  Receive the next request at the kernel and check it is msg_id.
-static kn_msg_t *
+static ch_msg_t *
 expect_at_kernel (fixture_t *f, const char *msg_id)
 {
-    kn_msg_t *msg = kernel_recv (f, 1000);
+    ch_msg_t *msg = kernel_recv (f, 1000);
     assert_non_null (msg);
-    assert_string_equal (kn_msg_id (msg), msg_id);
+    assert_string_equal (ch_msg_id (msg), msg_id);
     return msg;
 }
 
@@ -299,7 +293,6 @@ start_session (fixture_t *f, const gw_session_opts_t *opts)
 {
     gw_backend_t *backend = calloc (1, sizeof *backend);
     *backend = (gw_backend_t) { .name = "mock", .start = mock_start, .connect = mock_connect,
-                                .interrupt = mock_interrupt,
                                 .kill = mock_kill, .reap = mock_reap, .pid = mock_pid,
                                 .event_fd = mock_event_fd, .on_event = mock_on_event,
                                 .destroy = mock_destroy, .ctx = &f->mock,
@@ -315,9 +308,9 @@ static void
 start_ready (fixture_t *f)
 {
     start_session (f, NULL);
-    kn_msg_t *hello = kernel_recv (f, 1000);
+    ch_msg_t *hello = kernel_recv (f, 1000);
     assert_non_null (hello);
-    kn_msg_destroy (&hello);
+    ch_msg_destroy (&hello);
     kernel_hello (f);
     pump (f, 20);
 }
@@ -353,12 +346,12 @@ test_gw_session_publishes_starting_and_says_hello (void **state)
     assert_string_equal (status_of (s), "starting");
     assert_int_equal (json_object_size (s->parent), 0);
     assert_int_equal (strncmp (s->ids, "kernel.", 7), 0);
-    kn_msg_t *hello = kernel_recv (f, 1000);
+    ch_msg_t *hello = kernel_recv (f, 1000);
     assert_non_null (hello);
-    assert_int_equal (kn_msg_channel (hello), KN_CH_CELLVM);
-    assert_string_equal (json_string_value (json_object_get (kn_msg_content (hello), "role")),
+    assert_int_equal (ch_msg_channel (hello), CH_CELLVM);
+    assert_string_equal (json_string_value (json_object_get (ch_msg_content (hello), "role")),
                          "driver");
-    kn_msg_destroy (&hello);
+    ch_msg_destroy (&hello);
 }
 
 //  A backend whose channel comes up later (a booting VM).
@@ -369,17 +362,17 @@ test_gw_session_connects_when_the_backend_is_ready (void **state)
     f->mock.connect_after = 3;
     start_session (f, NULL);
     assert_int_equal (gw_session_fd (f->session), -1);
-    json_t *h = client_request (f, KN_CH_SHELL, "kernel_info_request", "ki-c", NULL, 0);
+    json_t *h = client_request (f, CH_SHELL, "kernel_info_request", "ki-c", NULL, 0);
     pump (f, 50);                               //  ticks: -EAGAIN, -EAGAIN, fd
     assert_true (gw_session_fd (f->session) >= 0);
-    kn_msg_t *hello = kernel_recv (f, 1000);
+    ch_msg_t *hello = kernel_recv (f, 1000);
     assert_non_null (hello);
-    assert_string_equal (kn_msg_type (hello), "hello");
-    kn_msg_destroy (&hello);
+    assert_string_equal (ch_msg_type (hello), "hello");
+    ch_msg_destroy (&hello);
     kernel_hello (f);
     pump (f, 20);
-    kn_msg_t *msg = expect_at_kernel (f, "ki-c");
-    kn_msg_destroy (&msg);
+    ch_msg_t *msg = expect_at_kernel (f, "ki-c");
+    ch_msg_destroy (&msg);
     json_decref (h);
 }
 
@@ -390,17 +383,17 @@ test_gw_session_hunts_for_the_sync_marker_on_a_port (void **state)
     fixture_t *f = *state;
     f->mock.sync_markers = true;
     start_session (f, NULL);
-    kn_msg_t *hello = kernel_recv (f, 1000);
-    kn_msg_destroy (&hello);
+    ch_msg_t *hello = kernel_recv (f, 1000);
+    ch_msg_destroy (&hello);
     uint8_t junk [] = { 0, 0, 0x10, 0, '{', '"', 'c', 'h' };    //  cut mid-frame
     kernel_send_raw (f, junk, sizeof junk);
-    kernel_send_raw (f, KN_FRAME_SYNC, KN_FRAME_SYNC_LEN);
+    kernel_send_raw (f, CH_FRAME_SYNC, CH_FRAME_SYNC_LEN);
     kernel_hello (f);
     pump (f, 50);
     assert_int_equal (f->mock.kills, 0);
-    json_t *h = client_request (f, KN_CH_SHELL, "kernel_info_request", "ki-p", NULL, 0);
-    kn_msg_t *msg = expect_at_kernel (f, "ki-p");   //  ready: sent at once
-    kn_msg_destroy (&msg);
+    json_t *h = client_request (f, CH_SHELL, "kernel_info_request", "ki-p", NULL, 0);
+    ch_msg_t *msg = expect_at_kernel (f, "ki-p");   //  ready: sent at once
+    ch_msg_destroy (&msg);
     json_decref (h);
 }
 
@@ -409,15 +402,15 @@ test_gw_session_holds_requests_until_hello (void **state)
 {
     fixture_t *f = *state;
     start_session (f, NULL);
-    kn_msg_t *hello = kernel_recv (f, 1000);
-    kn_msg_destroy (&hello);
-    json_t *h = client_request (f, KN_CH_SHELL, "kernel_info_request", "ki-1", NULL, 0);
+    ch_msg_t *hello = kernel_recv (f, 1000);
+    ch_msg_destroy (&hello);
+    json_t *h = client_request (f, CH_SHELL, "kernel_info_request", "ki-1", NULL, 0);
     assert_null (kernel_recv (f, 100));         //  held: no hello yet
     kernel_hello (f);
     pump (f, 20);
-    kn_msg_t *msg = expect_at_kernel (f, "ki-1");
-    assert_true (json_equal (kn_msg_header (msg), h));  //  header exactly as sent
-    kn_msg_destroy (&msg);
+    ch_msg_t *msg = expect_at_kernel (f, "ki-1");
+    assert_true (json_equal (ch_msg_header (msg), h));  //  header exactly as sent
+    ch_msg_destroy (&msg);
     json_decref (h);
 }
 
@@ -427,17 +420,17 @@ test_gw_session_restamps_and_routes_reply (void **state)
     fixture_t *f = *state;
     start_ready (f);
     json_t *h = execute (f, "ex-1", "1+1");
-    kn_msg_t *req = expect_at_kernel (f, "ex-1");
+    ch_msg_t *req = expect_at_kernel (f, "ex-1");
     //  The kernel's parent_header carries junk: the client must get its own.
     json_t *forged = json_pack ("{s:s, s:s}", "msg_id", "ex-1", "evil", "yes");
-    kernel_send (f, KN_CH_IOPUB, "status", forged, json_pack ("{s:s}", "execution_state", "busy"));
-    kernel_send (f, KN_CH_SHELL, "execute_reply", forged,
+    kernel_send (f, CH_IOPUB, "status", forged, json_pack ("{s:s}", "execution_state", "busy"));
+    kernel_send (f, CH_SHELL, "execute_reply", forged,
                  json_pack ("{s:s, s:i}", "status", "ok", "execution_count", 1));
-    kernel_send (f, KN_CH_IOPUB, "status", forged, json_pack ("{s:s}", "execution_state", "idle"));
+    kernel_send (f, CH_IOPUB, "status", forged, json_pack ("{s:s}", "execution_state", "idle"));
     pump (f, 50);
     seen_t *reply = find_seen (f, "execute_reply", 0);
     assert_non_null (reply);
-    assert_int_equal (reply->channel, KN_CH_SHELL);
+    assert_int_equal (reply->channel, CH_SHELL);
     assert_string_equal (reply->ids, "client-id");
     assert_true (json_equal (reply->parent, h));
     json_t *hdr = reply->header;
@@ -454,7 +447,7 @@ test_gw_session_restamps_and_routes_reply (void **state)
     assert_string_equal (busy->ids, topic);
     json_decref (forged);
     json_decref (h);
-    kn_msg_destroy (&req);
+    ch_msg_destroy (&req);
 }
 
 static void
@@ -463,23 +456,23 @@ test_gw_session_routes_input_request_to_the_execute_identity (void **state)
     fixture_t *f = *state;
     start_ready (f);
     json_t *h = execute (f, "ex-in", "input()");
-    kn_msg_t *req = expect_at_kernel (f, "ex-in");
-    kernel_send (f, KN_CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "busy"));
-    kernel_send (f, KN_CH_STDIN, "input_request", h,
+    ch_msg_t *req = expect_at_kernel (f, "ex-in");
+    kernel_send (f, CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "busy"));
+    kernel_send (f, CH_STDIN, "input_request", h,
                  json_pack ("{s:s, s:b}", "prompt", "name? ", "password", 0));
     pump (f, 50);
     seen_t *s = find_seen (f, "input_request", 0);
     assert_non_null (s);
-    assert_int_equal (s->channel, KN_CH_STDIN);
+    assert_int_equal (s->channel, CH_STDIN);
     assert_string_equal (s->ids, "client-id");
     assert_true (json_equal (s->parent, h));
     //  The answer goes straight to the kernel.
-    json_t *r = client_request (f, KN_CH_STDIN, "input_reply", "in-1",
+    json_t *r = client_request (f, CH_STDIN, "input_reply", "in-1",
                                 json_pack ("{s:s}", "value", "ada"), 0);
-    kn_msg_t *answer = expect_at_kernel (f, "in-1");
-    assert_int_equal (kn_msg_channel (answer), KN_CH_STDIN);
-    kn_msg_destroy (&answer);
-    kn_msg_destroy (&req);
+    ch_msg_t *answer = expect_at_kernel (f, "in-1");
+    assert_int_equal (ch_msg_channel (answer), CH_STDIN);
+    ch_msg_destroy (&answer);
+    ch_msg_destroy (&req);
     json_decref (r);
     json_decref (h);
 }
@@ -490,14 +483,14 @@ test_gw_session_control_is_not_held_behind_a_running_cell (void **state)
     fixture_t *f = *state;
     start_ready (f);
     json_t *h = execute (f, "ex-long", "import time; time.sleep(100)");
-    kn_msg_t *req = expect_at_kernel (f, "ex-long");
-    kernel_send (f, KN_CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "busy"));
+    ch_msg_t *req = expect_at_kernel (f, "ex-long");
+    kernel_send (f, CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "busy"));
     pump (f, 20);
-    json_t *i = client_request (f, KN_CH_CONTROL, "interrupt_request", "int-1", NULL, 0);
-    kn_msg_t *intr = expect_at_kernel (f, "int-1");
-    assert_int_equal (kn_msg_channel (intr), KN_CH_CONTROL);
-    kn_msg_destroy (&intr);
-    kn_msg_destroy (&req);
+    json_t *i = client_request (f, CH_CONTROL, "interrupt_request", "int-1", NULL, 0);
+    ch_msg_t *intr = expect_at_kernel (f, "int-1");
+    assert_int_equal (ch_msg_channel (intr), CH_CONTROL);
+    ch_msg_destroy (&intr);
+    ch_msg_destroy (&req);
     json_decref (i);
     json_decref (h);
 }
@@ -507,15 +500,15 @@ test_gw_session_drops_bad_client_requests (void **state)
 {
     fixture_t *f = *state;
     start_ready (f);
-    json_t *a = client_request (f, KN_CH_SHELL, "nonsense_request", "bad-1", NULL,
+    json_t *a = client_request (f, CH_SHELL, "nonsense_request", "bad-1", NULL,
                                 -EPROTONOSUPPORT);
-    json_t *b = client_request (f, KN_CH_SHELL, "input_reply", "bad-2", NULL, -EPROTONOSUPPORT);
-    json_t *c = client_request (f, KN_CH_SHELL, "kernel_info_request", "", NULL, -EINVAL);
-    json_t *d = client_request (f, KN_CH_SHELL, "kernel_info_request", "dup", NULL, 0);
-    json_t *e = client_request (f, KN_CH_SHELL, "kernel_info_request", "dup", NULL, -EEXIST);
-    kn_msg_t *msg = expect_at_kernel (f, "dup");    //  only the good one got through
+    json_t *b = client_request (f, CH_SHELL, "input_reply", "bad-2", NULL, -EPROTONOSUPPORT);
+    json_t *c = client_request (f, CH_SHELL, "kernel_info_request", "", NULL, -EINVAL);
+    json_t *d = client_request (f, CH_SHELL, "kernel_info_request", "dup", NULL, 0);
+    json_t *e = client_request (f, CH_SHELL, "kernel_info_request", "dup", NULL, -EEXIST);
+    ch_msg_t *msg = expect_at_kernel (f, "dup");    //  only the good one got through
     assert_null (kernel_recv (f, 50));
-    kn_msg_destroy (&msg);
+    ch_msg_destroy (&msg);
     json_decref (a);
     json_decref (b);
     json_decref (c);
@@ -532,9 +525,9 @@ test_gw_session_kernel_death_fails_the_running_cell (void **state)
     start_ready (f);
     json_t *h1 = execute (f, "ex-a", "boom()");
     json_t *h2 = execute (f, "ex-b", "after()");
-    kn_msg_t *r1 = expect_at_kernel (f, "ex-a");
-    kn_msg_t *r2 = expect_at_kernel (f, "ex-b");
-    kernel_send (f, KN_CH_IOPUB, "status", h1, json_pack ("{s:s}", "execution_state", "busy"));
+    ch_msg_t *r1 = expect_at_kernel (f, "ex-a");
+    ch_msg_t *r2 = expect_at_kernel (f, "ex-b");
+    kernel_send (f, CH_IOPUB, "status", h1, json_pack ("{s:s}", "execution_state", "busy"));
     pump (f, 20);
     f->mock.exit = (gw_exit_t) { .exit_code = -1, .signal = SIGSEGV };
     f->mock.exited = true;
@@ -559,8 +552,8 @@ test_gw_session_kernel_death_fails_the_running_cell (void **state)
     assert_string_equal (status_of (&f->seen [f->nseen - 2]), "restarting");
     assert_string_equal (status_of (&f->seen [f->nseen - 1]), "starting");
     assert_int_equal (f->mock.starts, 2);
-    kn_msg_destroy (&r1);
-    kn_msg_destroy (&r2);
+    ch_msg_destroy (&r1);
+    ch_msg_destroy (&r2);
     json_decref (h1);
     json_decref (h2);
 }
@@ -572,8 +565,8 @@ test_gw_session_uses_the_backends_own_words (void **state)
     start_ready (f);
     assert_int_equal (gw_session_backend_fd (f->session), 0);
     json_t *h = execute (f, "ex-vm", "x");
-    kn_msg_t *req = expect_at_kernel (f, "ex-vm");
-    kernel_send (f, KN_CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "busy"));
+    ch_msg_t *req = expect_at_kernel (f, "ex-vm");
+    kernel_send (f, CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "busy"));
     pump (f, 20);
     gw_session_backend_event (f->session);     //  reaps at once
     seen_t *err = find_seen (f, "error", 0);
@@ -582,7 +575,7 @@ test_gw_session_uses_the_backends_own_words (void **state)
     assert_string_equal (evalue, "The session's virtual machine itself stopped; /workspace "
                          "is gone. A new VM is starting. Re-run the cells this one depends on.");
     assert_int_equal (f->mock.starts, 2);
-    kn_msg_destroy (&req);
+    ch_msg_destroy (&req);
     json_decref (h);
 }
 
@@ -592,8 +585,8 @@ s_hostile (fixture_t *f, void (*misbehave) (fixture_t *, const json_t *))
 {
     start_ready (f);
     json_t *h = execute (f, "ex-h", "x");
-    kn_msg_t *req = expect_at_kernel (f, "ex-h");
-    kernel_send (f, KN_CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "busy"));
+    ch_msg_t *req = expect_at_kernel (f, "ex-h");
+    kernel_send (f, CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "busy"));
     misbehave (f, h);
     pump (f, 100);
     assert_int_equal (f->mock.kills, 1);
@@ -604,7 +597,7 @@ s_hostile (fixture_t *f, void (*misbehave) (fixture_t *, const json_t *))
     assert_non_null (find_seen (f, "execute_reply", 0));
     assert_false (gw_session_finished (f->session));
     assert_int_equal (f->mock.starts, 2);       //  restarted
-    kn_msg_destroy (&req);
+    ch_msg_destroy (&req);
     json_decref (h);
 }
 
@@ -627,7 +620,7 @@ s_garbage (fixture_t *f, const json_t *h)
 static void
 s_bogus_type (fixture_t *f, const json_t *h)
 {
-    kernel_send (f, KN_CH_IOPUB, "bogus_type", h, NULL);
+    kernel_send (f, CH_IOPUB, "bogus_type", h, NULL);
 }
 
 static void
@@ -635,7 +628,7 @@ s_unknown_parent (fixture_t *f, const json_t *h)
 {
     (void) h;
     json_t *parent = json_pack ("{s:s}", "msg_id", "never-sent");
-    kernel_send (f, KN_CH_SHELL, "execute_reply", parent,
+    kernel_send (f, CH_SHELL, "execute_reply", parent,
                  json_pack ("{s:s, s:i}", "status", "ok", "execution_count", 1));
     json_decref (parent);
 }
@@ -643,7 +636,7 @@ s_unknown_parent (fixture_t *f, const json_t *h)
 static void
 s_bad_content (fixture_t *f, const json_t *h)
 {
-    kernel_send (f, KN_CH_IOPUB, "stream", h, json_pack ("{s:s}", "name", "stdout"));
+    kernel_send (f, CH_IOPUB, "stream", h, json_pack ("{s:s}", "name", "stdout"));
 }
 
 static void test_gw_session_oversize_frame_ends_kernel (void **state) { s_hostile (*state, s_oversize); }
@@ -657,16 +650,16 @@ test_gw_session_shutdown_request_completes (void **state)
 {
     fixture_t *f = *state;
     start_ready (f);
-    json_t *h = client_request (f, KN_CH_CONTROL, "shutdown_request", "sd-1",
+    json_t *h = client_request (f, CH_CONTROL, "shutdown_request", "sd-1",
                                 json_pack ("{s:b}", "restart", 0), 0);
-    kn_msg_t *req = expect_at_kernel (f, "sd-1");
-    kernel_send (f, KN_CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "busy"));
-    kernel_send (f, KN_CH_CONTROL, "shutdown_reply", h,
+    ch_msg_t *req = expect_at_kernel (f, "sd-1");
+    kernel_send (f, CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "busy"));
+    kernel_send (f, CH_CONTROL, "shutdown_reply", h,
                  json_pack ("{s:s, s:b}", "status", "ok", "restart", 0));
-    kernel_send (f, KN_CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "idle"));
-    kernel_send (f, KN_CH_CELLVM, "exiting", NULL, json_pack ("{s:s}", "reason", "shutdown_request"));
+    kernel_send (f, CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "idle"));
+    kernel_send (f, CH_CELLVM, "exiting", NULL, json_pack ("{s:s}", "reason", "shutdown_request"));
     pump (f, 20);
-    json_t *late = client_request (f, KN_CH_SHELL, "kernel_info_request", "late-1", NULL,
+    json_t *late = client_request (f, CH_SHELL, "kernel_info_request", "late-1", NULL,
                                    -ESHUTDOWN);
     f->mock.exit = (gw_exit_t) { .exit_code = 0 };
     f->mock.exited = true;
@@ -677,10 +670,10 @@ test_gw_session_shutdown_request_completes (void **state)
     assert_int_equal (gw_session_exit_code (f->session), 0);
     seen_t *reply = find_seen (f, "shutdown_reply", 0);
     assert_non_null (reply);
-    assert_int_equal (reply->channel, KN_CH_CONTROL);
+    assert_int_equal (reply->channel, CH_CONTROL);
     assert_int_equal (f->mock.kills, 0);
     assert_int_equal (f->mock.starts, 1);       //  no restart after a requested exit
-    kn_msg_destroy (&req);
+    ch_msg_destroy (&req);
     json_decref (late);
     json_decref (h);
 }
@@ -693,15 +686,15 @@ test_gw_session_shutdown_stops_a_stuck_kernel (void **state)
     start_ready (f);
     int64_t t0 = zclock_mono ();
     gw_session_shutdown (f->session);
-    kn_msg_t *req = kernel_recv (f, 1000);
+    ch_msg_t *req = kernel_recv (f, 1000);
     assert_non_null (req);
-    assert_string_equal (kn_msg_type (req), "shutdown_request");
+    assert_string_equal (ch_msg_type (req), "shutdown_request");
     pump (f, 2000);
     assert_true (gw_session_finished (f->session));
     assert_true (zclock_mono () - t0 < 1500);
     assert_int_equal (f->mock.kills, 1);
     assert_null (find_seen (f, "shutdown_reply", 0));   //  nobody asked: nobody told
-    kn_msg_destroy (&req);
+    ch_msg_destroy (&req);
 }
 
 //  A client's shutdown_request the kernel never answers still gets a reply.
@@ -710,7 +703,7 @@ test_gw_session_shutdown_reply_is_synthesized (void **state)
 {
     fixture_t *f = *state;
     start_ready (f);
-    json_t *h = client_request (f, KN_CH_CONTROL, "shutdown_request", "sd-2",
+    json_t *h = client_request (f, CH_CONTROL, "shutdown_request", "sd-2",
                                 json_pack ("{s:b}", "restart", 1), 0);
     pump (f, 2000);
     assert_true (gw_session_finished (f->session));
@@ -727,8 +720,8 @@ test_gw_session_gives_up_after_failed_starts (void **state)
     fixture_t *f = *state;
     gw_session_opts_t opts = { .restart_limit = 2 };
     start_session (f, &opts);
-    kn_msg_t *hello = kernel_recv (f, 1000);
-    kn_msg_destroy (&hello);
+    ch_msg_t *hello = kernel_recv (f, 1000);
+    ch_msg_destroy (&hello);
     json_t *h = execute (f, "ex-held", "1");      //  held: no hello yet
     f->mock.fail_starts = 10;
     mock_kill (&f->mock);                       //  dies before its hello
@@ -749,12 +742,12 @@ test_gw_session_late_output_keeps_its_parent (void **state)
     fixture_t *f = *state;
     start_ready (f);
     json_t *h = execute (f, "ex-late", "thread");
-    kn_msg_t *req = expect_at_kernel (f, "ex-late");
-    kernel_send (f, KN_CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "busy"));
-    kernel_send (f, KN_CH_SHELL, "execute_reply", h,
+    ch_msg_t *req = expect_at_kernel (f, "ex-late");
+    kernel_send (f, CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "busy"));
+    kernel_send (f, CH_SHELL, "execute_reply", h,
                  json_pack ("{s:s, s:i}", "status", "ok", "execution_count", 1));
-    kernel_send (f, KN_CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "idle"));
-    kernel_send (f, KN_CH_IOPUB, "stream", h, json_pack ("{s:s, s:s}", "name", "stdout",
+    kernel_send (f, CH_IOPUB, "status", h, json_pack ("{s:s}", "execution_state", "idle"));
+    kernel_send (f, CH_IOPUB, "stream", h, json_pack ("{s:s, s:s}", "name", "stdout",
                                                           "text", "late\n"));
     pump (f, 50);
     seen_t *s = find_seen (f, "stream", 0);
@@ -762,7 +755,7 @@ test_gw_session_late_output_keeps_its_parent (void **state)
     assert_true (json_equal (s->parent, h));
     assert_string_equal (s->ids, "stream.stdout");
     assert_int_equal (f->mock.kills, 0);
-    kn_msg_destroy (&req);
+    ch_msg_destroy (&req);
     json_decref (h);
 }
 
@@ -772,21 +765,21 @@ test_gw_session_oversize_kernel_message_ends_kernel (void **state)
     fixture_t *f = *state;
     gw_session_opts_t opts = { .max_msg = 1000 };
     start_session (f, &opts);
-    kn_msg_t *hello = kernel_recv (f, 1000);
-    kn_msg_destroy (&hello);
+    ch_msg_t *hello = kernel_recv (f, 1000);
+    ch_msg_destroy (&hello);
     kernel_hello (f);
     pump (f, 20);
     json_t *h = execute (f, "ex-big", "big");
-    kn_msg_t *req = expect_at_kernel (f, "ex-big");
+    ch_msg_t *req = expect_at_kernel (f, "ex-big");
     char text [2000];
     memset (text, 'x', sizeof text - 1);
     text [sizeof text - 1] = 0;
-    kernel_send (f, KN_CH_IOPUB, "stream", h, json_pack ("{s:s, s:s}", "name", "stdout",
+    kernel_send (f, CH_IOPUB, "stream", h, json_pack ("{s:s, s:s}", "name", "stdout",
                                                           "text", text));
     pump (f, 100);
     assert_int_equal (f->mock.kills, 1);
     assert_null (find_seen (f, "stream", 0));
-    kn_msg_destroy (&req);
+    ch_msg_destroy (&req);
     json_decref (h);
 }
 

@@ -1,6 +1,7 @@
-/*  test_gw_template - template keys and the checks that keep a stale or
-    corrupt template from ever being restored (no VM needed: the image and
-    the template are fakes in a scratch dir; restores are covered by
+/*  test_gw_template - where templates live, and gw_template_open keeping a
+    stale or corrupt template from ever being restored (no VM needed: the
+    image and the template are fakes in a scratch dir; keys and meta.json
+    are test_gw_tplmeta's; restores are covered by
     tests/integration/test_snapshot.py).
 */
 #include <errno.h>
@@ -20,6 +21,7 @@
 
 #include "gw_log.h"
 #include "gw_template.h"
+#include "gw_tplmeta.h"
 
 typedef struct {
     char dir [64];                              //  scratch
@@ -78,44 +80,11 @@ s_teardown (void **state)
 }
 
 static void
-s_key (const gw_vm_config_t *cfg, char key [GW_TEMPLATE_KEY_LEN + 1])
+s_key (const gw_vm_config_t *cfg, char key [GW_TPLMETA_KEY_LEN + 1])
 {
     char err [256];
-    assert_int_equal (gw_template_key (cfg, key, GW_TEMPLATE_KEY_LEN + 1, err, sizeof err), 0);
-    assert_int_equal (strlen (key), GW_TEMPLATE_KEY_LEN);
-}
-
-static void
-test_key_is_stable_and_covers_what_a_clone_must_match (void **state)
-{
-    fixture_t *f = *state;
-    char k0 [32], k1 [32];
-    s_key (&f->cfg, k0);
-    s_key (&f->cfg, k1);
-    assert_string_equal (k0, k1);
-    gw_vm_config_t c = f->cfg;
-    c.mem_mib = 128;
-    s_key (&c, k1);
-    assert_string_not_equal (k0, k1);
-    c = f->cfg;
-    c.vcpus = 2;
-    s_key (&c, k1);
-    assert_string_not_equal (k0, k1);
-    c = f->cfg;
-    c.append = "foo=1";
-    s_key (&c, k1);
-    assert_string_not_equal (k0, k1);
-    c = f->cfg;
-    c.accel = GW_ACCEL_KVM;
-    s_key (&c, k1);
-    assert_string_not_equal (k0, k1);
-    s_image_file (f, "image.json", "{\"image_hash\": \"bbbb\"}");   //  a new image
-    s_key (&f->cfg, k1);
-    assert_string_not_equal (k0, k1);
-    s_image_file (f, "image.json", "{\"image_hash\": \"aaaa\"}");
-    s_image_file (f, "rootfs.ext4", "rr");      //  same hash, but the file changed
-    s_key (&f->cfg, k1);
-    assert_string_not_equal (k0, k1);
+    assert_int_equal (gw_tplmeta_key (cfg, key, GW_TPLMETA_KEY_LEN + 1, err, sizeof err), 0);
+    assert_int_equal (strlen (key), GW_TPLMETA_KEY_LEN);
 }
 
 static void
@@ -217,8 +186,6 @@ main (void)
 {
     gw_log_init (GW_LOG_ERROR, NULL);
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test_setup_teardown (test_key_is_stable_and_covers_what_a_clone_must_match,
-                                         s_setup, s_teardown),
         cmocka_unit_test (test_default_dir_is_outside_the_tree_and_configurable),
         cmocka_unit_test_setup_teardown (test_open_accepts_an_intact_template_and_nothing_else,
                                          s_setup, s_teardown),

@@ -31,7 +31,7 @@
 
 #include "gw_qmp.h"
 #include "gw_vm.h"
-#include "kn_frame.h"
+#include "ch_frame.h"
 
 typedef struct {
     const char *image;                          //  $CELLVM_IMAGE_DIR
@@ -87,7 +87,7 @@ s_ms (void)
 //  marker the guest writes before every hello (docs/channel.md).
 typedef struct {
     int fd;
-    kn_frame_dec_t *dec;
+    ch_frame_dec_t *dec;
     uint8_t buf [65536];                        //  read, not yet fed
     size_t off, len;
 } s_reader_t;
@@ -97,9 +97,9 @@ s_reader_init (s_reader_t *r, int fd, bool hunt)
 {
     memset (r, 0, sizeof *r);
     r->fd = fd;
-    r->dec = kn_frame_dec_new (1u << 20);
+    r->dec = ch_frame_dec_new (1u << 20);
     if (hunt)
-        kn_frame_dec_hunt (r->dec);             //  on connect: skip to the first marker
+        ch_frame_dec_hunt (r->dec);             //  on connect: skip to the first marker
 }
 
 //  The next frame as JSON, by deadline; NULL on timeout, end or bad input.
@@ -108,14 +108,14 @@ s_read_frame (s_reader_t *r, int64_t deadline)
 {
     while (true) {
         while (r->off < r->len) {
-            long n = kn_frame_dec_feed (r->dec, r->buf + r->off, r->len - r->off);
+            long n = ch_frame_dec_feed (r->dec, r->buf + r->off, r->len - r->off);
             if (n < 0) {
-                print_message ("bad frame length %u\n", kn_frame_dec_bad_length (r->dec));
+                print_message ("bad frame length %u\n", ch_frame_dec_bad_length (r->dec));
                 return NULL;
             }
             r->off += (size_t) n;
             size_t len = 0;
-            uint8_t *frame = kn_frame_dec_take (r->dec, &len);
+            uint8_t *frame = ch_frame_dec_take (r->dec, &len);
             json_t *msg = frame ? json_loadb ((char *) frame, len, 0, NULL) : NULL;
             free (frame);
             if (msg)
@@ -265,8 +265,8 @@ test_gw_vm_boots_the_guest_to_a_kernel_hello (void **state)
         usleep (1000);
     print_message ("kill to reaped: %lld ms\n", (long long) (s_ms () - t_kill));
     assert_true (WIFSIGNALED (status) && WTERMSIG (status) == SIGKILL);
-    kn_frame_dec_destroy (&rk->dec);
-    kn_frame_dec_destroy (&ri->dec);
+    ch_frame_dec_destroy (&rk->dec);
+    ch_frame_dec_destroy (&ri->dec);
     free (rk);
     free (ri);
     close (kernel);
@@ -386,7 +386,7 @@ s_make_template (fixture_t *f, const char *ram, const char *state, const char *d
               gw_vm_run_dir (vm), disk_copy);
     assert_int_equal (system (cmd), 0);
     gw_qmp_destroy (&qmp);
-    kn_frame_dec_destroy (&r->dec);
+    ch_frame_dec_destroy (&r->dec);
     free (r);
     close (fd);
     gw_vm_destroy (&vm);
@@ -432,7 +432,7 @@ test_gw_vm_restores_a_snapshot_under_the_sandbox (void **state)
                    json_object_get (json_object_get (hello, "content"), "hellos")));
     json_decref (hello);
     gw_qmp_destroy (&qmp);
-    kn_frame_dec_destroy (&r->dec);
+    ch_frame_dec_destroy (&r->dec);
     free (r);
     close (fd);
     gw_vm_destroy (&vm);

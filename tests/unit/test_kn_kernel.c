@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "kn_chan.h"
-#include "kn_frame.h"
+#include "ch_frame.h"
 #include "kn_kernel.h"
 
 typedef struct {
@@ -145,33 +145,33 @@ s_teardown (void **state)
     return 0;
 }
 
-static kn_msg_t *
+static ch_msg_t *
 s_recv (s_fixture_t *f)
 {
-    kn_msg_t *msg = NULL;
+    ch_msg_t *msg = NULL;
     char err [128];
     assert_int_equal (kn_chan_recv (f->dchan, &msg, err, sizeof err), 0);
     return msg;
 }
 
 //  Receive and check type (and, for iopub status, the state). Returns it.
-static kn_msg_t *
+static ch_msg_t *
 s_expect (s_fixture_t *f, const char *type, const char *state_or_null)
 {
-    kn_msg_t *msg = s_recv (f);
-    assert_string_equal (kn_msg_type (msg), type);
+    ch_msg_t *msg = s_recv (f);
+    assert_string_equal (ch_msg_type (msg), type);
     if (state_or_null)
-        assert_string_equal (json_string_value (json_object_get (kn_msg_content (msg),
+        assert_string_equal (json_string_value (json_object_get (ch_msg_content (msg),
                              "execution_state")), state_or_null);
     return msg;
 }
 
 static json_t *
-s_send (s_fixture_t *f, kn_channel_t ch, const char *type, const char *code)
+s_send (s_fixture_t *f, ch_channel_t ch, const char *type, const char *code)
 {
     json_t *c = code ? json_pack ("{s:s}", "code", code) : json_object ();
-    kn_msg_t *msg = kn_msg_new (ch, type, NULL, &c, "client");
-    json_t *header = json_deep_copy (kn_msg_header (msg));
+    ch_msg_t *msg = ch_msg_new (ch, type, NULL, &c, "client");
+    json_t *header = json_deep_copy (ch_msg_header (msg));
     assert_int_equal (kn_chan_send (f->dchan, &msg), 0);
     return header;
 }
@@ -179,11 +179,11 @@ s_send (s_fixture_t *f, kn_channel_t ch, const char *type, const char *code)
 static void
 s_expect_hello (s_fixture_t *f)
 {
-    kn_msg_t *m = s_expect (f, "hello", NULL);
-    assert_int_equal (kn_msg_channel (m), KN_CH_CELLVM);
-    assert_string_equal (json_string_value (json_object_get (kn_msg_content (m), "protocol")),
+    ch_msg_t *m = s_expect (f, "hello", NULL);
+    assert_int_equal (ch_msg_channel (m), CH_CELLVM);
+    assert_string_equal (json_string_value (json_object_get (ch_msg_content (m), "protocol")),
                          "cellvm-channel");
-    kn_msg_destroy (&m);
+    ch_msg_destroy (&m);
 }
 
 static void
@@ -193,7 +193,7 @@ test_kn_kernel_says_hello_and_answers_hello (void **state)
     s_expect_hello (f);
     json_t *c = json_pack ("{s:s, s:i, s:s}", "protocol", "cellvm-channel", "version", 1,
                            "role", "driver");
-    kn_msg_t *hello = kn_msg_new (KN_CH_CELLVM, "hello", NULL, &c, "d");
+    ch_msg_t *hello = ch_msg_new (CH_CELLVM, "hello", NULL, &c, "d");
     assert_int_equal (kn_chan_send (f->dchan, &hello), 0);
     s_expect_hello (f);
 }
@@ -206,9 +206,9 @@ s_expect_bracketed (s_fixture_t *f, json_t *req, const char *middle, const char 
     for (int i = 0; i < 4; i++) {
         if (!seq [i])
             continue;
-        kn_msg_t *m = s_expect (f, seq [i], i == 0 ? "busy" : i == 3 ? "idle" : NULL);
-        assert_true (json_equal (kn_msg_parent (m), req));
-        kn_msg_destroy (&m);
+        ch_msg_t *m = s_expect (f, seq [i], i == 0 ? "busy" : i == 3 ? "idle" : NULL);
+        assert_true (json_equal (ch_msg_parent (m), req));
+        ch_msg_destroy (&m);
     }
 }
 
@@ -217,13 +217,13 @@ test_kn_kernel_brackets_requests_with_busy_idle (void **state)
 {
     s_fixture_t *f = *state;
     s_expect_hello (f);
-    json_t *req = s_send (f, KN_CH_SHELL, "execute_request", "print");
+    json_t *req = s_send (f, CH_SHELL, "execute_request", "print");
     s_expect_bracketed (f, req, "stream", "execute_reply");
     json_decref (req);
-    req = s_send (f, KN_CH_SHELL, "kernel_info_request", NULL);
+    req = s_send (f, CH_SHELL, "kernel_info_request", NULL);
     s_expect_bracketed (f, req, NULL, "kernel_info_reply");
     json_decref (req);
-    req = s_send (f, KN_CH_CONTROL, "kernel_info_request", NULL);
+    req = s_send (f, CH_CONTROL, "kernel_info_request", NULL);
     s_expect_bracketed (f, req, NULL, "kernel_info_reply");
     json_decref (req);
 }
@@ -233,24 +233,24 @@ test_kn_kernel_stop_on_error_aborts_only_queued_executes (void **state)
 {
     s_fixture_t *f = *state;
     s_expect_hello (f);
-    json_t *r1 = s_send (f, KN_CH_SHELL, "execute_request", "slow fail");
-    json_t *r2 = s_send (f, KN_CH_SHELL, "execute_request", "ok");
-    json_t *r3 = s_send (f, KN_CH_SHELL, "complete_request", "ok");
+    json_t *r1 = s_send (f, CH_SHELL, "execute_request", "slow fail");
+    json_t *r2 = s_send (f, CH_SHELL, "execute_request", "ok");
+    json_t *r3 = s_send (f, CH_SHELL, "complete_request", "ok");
     s_expect_bracketed (f, r1, NULL, "execute_reply");
     //  r2 was queued: aborted without reaching the interpreter. r3 runs.
-    kn_msg_t *m = s_expect (f, "status", "busy");
-    kn_msg_destroy (&m);
+    ch_msg_t *m = s_expect (f, "status", "busy");
+    ch_msg_destroy (&m);
     m = s_expect (f, "execute_reply", NULL);
-    assert_true (json_equal (kn_msg_parent (m), r2));
-    assert_string_equal (json_string_value (json_object_get (kn_msg_content (m), "status")), "error");
-    assert_string_equal (json_string_value (json_object_get (kn_msg_content (m), "ename")),
+    assert_true (json_equal (ch_msg_parent (m), r2));
+    assert_string_equal (json_string_value (json_object_get (ch_msg_content (m), "status")), "error");
+    assert_string_equal (json_string_value (json_object_get (ch_msg_content (m), "ename")),
                          "ExecutionAborted");
-    kn_msg_destroy (&m);
+    ch_msg_destroy (&m);
     m = s_expect (f, "status", "idle");
-    kn_msg_destroy (&m);
+    ch_msg_destroy (&m);
     s_expect_bracketed (f, r3, NULL, "complete_reply");
     assert_int_equal (f->handled, 2);
-    json_t *r4 = s_send (f, KN_CH_SHELL, "execute_request", "ok");
+    json_t *r4 = s_send (f, CH_SHELL, "execute_request", "ok");
     s_expect_bracketed (f, r4, NULL, "execute_reply");
     assert_int_equal (f->handled, 3);
     json_decref (r1); json_decref (r2); json_decref (r3); json_decref (r4);
@@ -261,15 +261,15 @@ test_kn_kernel_unknown_control_type_gets_error_reply (void **state)
 {
     s_fixture_t *f = *state;
     s_expect_hello (f);
-    json_t *req = s_send (f, KN_CH_CONTROL, "frobnicate_request", NULL);
-    kn_msg_t *m = s_expect (f, "status", "busy");
-    kn_msg_destroy (&m);
+    json_t *req = s_send (f, CH_CONTROL, "frobnicate_request", NULL);
+    ch_msg_t *m = s_expect (f, "status", "busy");
+    ch_msg_destroy (&m);
     m = s_expect (f, "frobnicate_reply", NULL);
-    assert_string_equal (json_string_value (json_object_get (kn_msg_content (m), "ename")),
+    assert_string_equal (json_string_value (json_object_get (ch_msg_content (m), "ename")),
                          "UnknownMessageType");
-    kn_msg_destroy (&m);
+    ch_msg_destroy (&m);
     m = s_expect (f, "status", "idle");
-    kn_msg_destroy (&m);
+    ch_msg_destroy (&m);
     json_decref (req);
 }
 
@@ -279,13 +279,13 @@ test_kn_kernel_drops_bad_json_and_keeps_serving (void **state)
     s_fixture_t *f = *state;
     s_expect_hello (f);
     uint8_t wire [4 + 8];
-    kn_frame_encode_header (wire, 8, 1 << 20);
+    ch_frame_encode_header (wire, 8, 1 << 20);
     memcpy (wire + 4, "{garbage", 8);
     assert_int_equal (write (f->fds [0], wire, sizeof wire), (ssize_t) sizeof wire);
-    kn_msg_t *m = s_expect (f, "protocol_error", NULL);
-    assert_false (json_is_true (json_object_get (kn_msg_content (m), "fatal")));
-    kn_msg_destroy (&m);
-    json_t *req = s_send (f, KN_CH_SHELL, "execute_request", "ok");
+    ch_msg_t *m = s_expect (f, "protocol_error", NULL);
+    assert_false (json_is_true (json_object_get (ch_msg_content (m), "fatal")));
+    ch_msg_destroy (&m);
+    json_t *req = s_send (f, CH_SHELL, "execute_request", "ok");
     s_expect_bracketed (f, req, NULL, "execute_reply");
     json_decref (req);
 }
@@ -298,7 +298,7 @@ s_send_driver_hello (s_fixture_t *f, const char *entropy_or_null)
 {
     json_t *c = json_pack ("{s:s, s:i, s:s, s:s?}", "protocol", "cellvm-channel", "version", 1,
                            "role", "driver", "entropy", entropy_or_null);
-    kn_msg_t *hello = kn_msg_new (KN_CH_CELLVM, "hello", NULL, &c, "d");
+    ch_msg_t *hello = ch_msg_new (CH_CELLVM, "hello", NULL, &c, "d");
     assert_int_equal (kn_chan_send (f->dchan, &hello), 0);
 }
 
@@ -340,7 +340,7 @@ test_kn_kernel_reseed_waits_behind_kernel_info (void **state)
 {
     s_fixture_t *f = *state;
     s_send_driver_hello (f, "AAAA");
-    json_t *req = s_send (f, KN_CH_SHELL, "kernel_info_request", NULL);
+    json_t *req = s_send (f, CH_SHELL, "kernel_info_request", NULL);
     //  Read nothing until the idle reseed ran: all the kernel sent must
     //  already have been unread then, i.e. the reply went out before it.
     assert_true (s_await_count (f, "cellvm_reseed_request", 1));
@@ -363,7 +363,7 @@ test_kn_kernel_reseed_runs_once_before_execute (void **state)
     s_fixture_t *f = *state;
     s_expect_hello (f);
     s_send_driver_hello (f, "AAAA");
-    json_t *req = s_send (f, KN_CH_SHELL, "execute_request", "ok");
+    json_t *req = s_send (f, CH_SHELL, "execute_request", "ok");
     s_expect_hello (f);
     s_expect_bracketed (f, req, NULL, "execute_reply");
     usleep (300 * 1000);    //  past the idle delay: no second reseed
@@ -399,16 +399,16 @@ test_kn_kernel_newer_entropy_hello_replaces_pending (void **state)
 {
     s_fixture_t *f = *state;
     s_expect_hello (f);
-    json_t *r1 = s_send (f, KN_CH_SHELL, "execute_request", "block");
+    json_t *r1 = s_send (f, CH_SHELL, "execute_request", "block");
     pthread_mutex_lock (&f->mu);
     while (!f->blocked)
         pthread_cond_wait (&f->cv, &f->mu);
     pthread_mutex_unlock (&f->mu);
     s_send_driver_hello (f, "T0xE");
     s_send_driver_hello (f, "TkVX");
-    json_t *r2 = s_send (f, KN_CH_SHELL, "execute_request", "ok");
-    kn_msg_t *m = s_expect (f, "status", "busy");
-    kn_msg_destroy (&m);
+    json_t *r2 = s_send (f, CH_SHELL, "execute_request", "ok");
+    ch_msg_t *m = s_expect (f, "status", "busy");
+    ch_msg_destroy (&m);
     s_expect_hello (f);
     s_expect_hello (f);
     pthread_mutex_lock (&f->mu);
@@ -416,9 +416,9 @@ test_kn_kernel_newer_entropy_hello_replaces_pending (void **state)
     pthread_cond_broadcast (&f->cv);
     pthread_mutex_unlock (&f->mu);
     m = s_expect (f, "execute_reply", NULL);
-    kn_msg_destroy (&m);
+    ch_msg_destroy (&m);
     m = s_expect (f, "status", "idle");
-    kn_msg_destroy (&m);
+    ch_msg_destroy (&m);
     s_expect_bracketed (f, r2, NULL, "execute_reply");
     pthread_mutex_lock (&f->mu);
     assert_int_equal (f->ncalls, 3);
@@ -437,7 +437,7 @@ test_kn_kernel_hello_without_entropy_does_not_reseed (void **state)
     s_send_driver_hello (f, NULL);
     s_expect_hello (f);
     usleep (300 * 1000);    //  past the idle delay
-    json_t *req = s_send (f, KN_CH_SHELL, "execute_request", "ok");
+    json_t *req = s_send (f, CH_SHELL, "execute_request", "ok");
     s_expect_bracketed (f, req, NULL, "execute_reply");
     s_assert_calls (f, 1, "execute_request", NULL);
     json_decref (req);

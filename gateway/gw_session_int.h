@@ -1,0 +1,72 @@
+/*  gw_session_int - what gw_session.c and gw_session_kernel.c share.
+
+    Private to the session: the struct, and the few functions one file
+    calls in the other (named gw_session__*, the libuv way of saying
+    "internal"). Nothing else includes this.
+*/
+#ifndef GW_SESSION_INT_H
+#define GW_SESSION_INT_H
+
+#include "gw_session.h"
+#include "gw_chan.h"
+#include "gw_files.h"
+#include "gw_reqs.h"
+#include "gw_worker.h"
+
+#include <czmq.h>
+
+typedef enum { GW_SESSION_NONE, GW_SESSION_STARTING, GW_SESSION_READY, GW_SESSION_DYING } gw_session_state_t;
+
+struct _gw_session_t {
+    gw_backend_t *backend;                      //  owned
+    gw_session_opts_t opts;                     //  with defaults filled in
+    gw_out_t *out;                              //  to clients
+    char session [37];                          //  header.session we sign with
+    gw_session_state_t state;
+    gw_chan_t *chan;                            //  the kernel's channel, NULL unless STARTING/READY
+    gw_reqs_t *reqs;                            //  outstanding (and recent) requests
+    zlistx_t *held;                             //  ch_msg_t, waiting for the hello
+    int64_t deadline;                           //  STARTING: hello by; DYING: escalate at
+    int64_t restart_at;                         //  NONE: start the next kernel at
+    bool restart_pending;                       //  NONE: a restart is scheduled
+    bool hello;                                 //  this kernel said hello
+    bool killed;                                //  we killed this kernel
+    char end_reason [320];                      //  why we ended it ("" = it died)
+    int starts;                                 //  kernels started
+    int failures;                               //  starts in a row without a hello
+    int exec_count;                             //  last execution_count seen
+    bool shutting_down;
+    int64_t shutdown_at;                        //  kill the kernel if still there
+    bool finished;
+    int exit_code;
+    char why [256];                             //  reason of a kernel violation
+    gw_files_t *files;                          //  file requests and artifacts
+    gw_worker_t *worker;                        //  host file writes, off the reactor
+    zlistx_t *deferred;                         //  ch_msg_t: output behind a held reply
+    char outdir [512];                          //  the kernel's output directory (hello)
+};
+
+//  msg_id of a kernel message's parent_header ("" when it has none).
+const char *gw_session__parent_id (const ch_msg_t *msg);
+
+//  Text that may quote the kernel or a path, cut anywhere, must still be a
+//  valid JSON string for the client: keep it printable ASCII.
+void gw_session__printable (char *text);
+
+//  Send what waited for the kernel's hello.
+void gw_session__flush_held (gw_session_t *self);
+
+//  The kernel broke the protocol: log why, stop it.
+void gw_session__violation (gw_session_t *self, const char *why);
+
+//  "x_request" -> "x_reply" into out ("" when type is not a request).
+void gw_session__reply_type (const char *type, char *out, size_t cap);
+
+//  Every complete message from the kernel (gw_chan_msg_fn): 0, or 1 after
+//  writing the violation into self->why.
+int gw_session__on_kernel_msg (void *arg, ch_msg_t **msg_p);
+
+//  cellvm_put/get_request: answered through the backend, later.
+void gw_session__file_request (gw_session_t *self, ch_msg_t *msg, gw_frames_t **ids_p);
+
+#endif

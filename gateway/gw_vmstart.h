@@ -1,0 +1,50 @@
+/*  gw_vmstart - a session's VM made ready off the reactor thread.
+
+    The fast starts block: a pool take waits for the daemon (up to 2 s), a
+    restore for QMP, the reseed and two handshakes (~0.3-0.5 s under TCG).
+    The reactor may not wait for either, so they run here, on a thread of
+    their own that lives as long as this object: QEMU's PR_SET_PDEATHSIG
+    is tied to the thread that forked it, so that thread must outlive the
+    VM. A result is reported through an eventfd the reactor polls.
+
+    The order is the documented one (docs/snapshots.md): a clone from the
+    pool daemon, else a restore of the template, else nothing (the caller
+    cold-boots; the reason is logged, and a missing template or daemon is
+    started in the background for next time). opts->seam.fast_start, when
+    set, replaces all of that (tests).
+*/
+#ifndef GW_VMSTART_H
+#define GW_VMSTART_H
+
+#include "gw_backend_microvm.h"
+#include "gw_init.h"
+#include "gw_vmh.h"
+
+typedef struct _gw_vmstart_t gw_vmstart_t;
+
+//  A VM ready for its session (typedef in gw_backend_microvm.h).
+struct _gw_vmstart_result_t {
+    gw_vmh_t *vm;                               //  the VM (owned by the taker)
+    gw_init_t *init;                            //  init's port, hello done
+    int kernel_fd;                              //  the kernel's channel, hello done
+    const char *how;                            //  "pool" or "restore"
+};
+
+//  cfg and opts are copied; their strings are borrowed and must outlive it.
+gw_vmstart_t *gw_vmstart_new (const gw_vm_config_t *cfg, const gw_microvm_opts_t *opts);
+
+//  Wait for a start in progress, kill a VM nobody took, stop the thread.
+void gw_vmstart_destroy (gw_vmstart_t **self_p);
+
+//  Readable when a start has ended.
+int gw_vmstart_fd (const gw_vmstart_t *self);
+
+//  Begin a start. 0, or -EBUSY while one runs or waits to be taken.
+int gw_vmstart_begin (gw_vmstart_t *self);
+
+//  The start's end: 0 and *res (ownership moves), -EAGAIN while it runs,
+//  -ENOENT when there is nothing to take (cold-boot instead: logged why),
+//  -ECHILD when no start was begun.
+int gw_vmstart_take (gw_vmstart_t *self, gw_vmstart_result_t *res);
+
+#endif

@@ -1,0 +1,542 @@
+/*  test_gi_ops - how init turns a control-port message into an action and a
+    reply, on the host.
+
+    gi_ops_decode is pure, so most of this drives it directly. The handle
+    tests run whole requests through gi_ops_handle and a real gi_ctl on a
+    pseudo-terminal in raw mode (a stand-in for the virtio port), with
+    /workspace pointed at a mkdtemp directory. Nothing here sets the clock,
+    credits entropy or starts a kernel.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "ch_asm.h"
+#include "ch_frame.h"
+#include "gi_files.h"
+#include "gi_ops.h"
+
+//  A request as the host sends it: content as JSON text, nbuf buffers of
+//  buflen bytes ('a', 'b', ...).
+static ch_msg_t *
+s_req (ch_channel_t channel, const char *type, const char *content, int nbuf, size_t buflen)
+{
+    json_error_t err;
+    json_t *c = json_loads (content, 0, &err);
+    if (!c)
+        fail_msg ("bad test JSON %s: %s", content, err.text);
+    ch_msg_t *msg = ch_msg_new (channel, type, NULL, &c, "host-session");
+    for (int i = 0; i < nbuf; i++) {
+        uint8_t *b = malloc (buflen);
+        memset (b, 'a' + i, buflen);
+        assert_int_equal (ch_msg_add_buffer (msg, &b, buflen), 0);
+    }
+    return msg;
+}
+
+static void
+test_gi_ops_decode_hello_takes_time_protocol_and_entropy (void **state)
+{
+    (void) state;
+    ch_msg_t *msg = s_req (CH_CELLVM, "hello", "{\"protocol\": \"cellvm-init\", "
+                           "\"version\": 1, \"role\": \"driver\", \"time\": 1767225600.5}", 1, 64);
+    gi_req_t r;
+    char why [256];
+    assert_int_equal (gi_ops_decode (msg, &r, why, sizeof why), 0);
+    assert_int_equal (r.op, GI_OP_HELLO);
+    assert_string_equal (r.reply, "hello");
+    assert_string_equal (r.protocol, "cellvm-init");
+    assert_true (r.has_time);
+    assert_true (r.time == 1767225600.5);
+    assert_int_equal (r.len, 64);
+    assert_int_equal (r.data [63], 'a');
+    ch_msg_destroy (&msg);
+    //  Everything is optional, and a time that is not a number is ignored.
+    msg = s_req (CH_CELLVM, "hello", "{\"time\": \"noon\"}", 0, 0);
+    assert_int_equal (gi_ops_decode (msg, &r, why, sizeof why), 0);
+    assert_false (r.has_time);
+    assert_null (r.data);
+    assert_null (r.protocol);
+    ch_msg_destroy (&msg);
+}
+
+static void
+test_gi_ops_decode_requests_without_fields (void **state)
+{
+    (void) state;
+    const struct { const char *type, *reply; gi_op_t op; } cases [] = {
+        { "status_request", "status_reply", GI_OP_STATUS },
+        { "restart_request", "restart_reply", GI_OP_RESTART },
+        { "shutdown_request", "shutdown_reply", GI_OP_SHUTDOWN },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {
+        ch_msg_t *msg = s_req (CH_CELLVM, cases [i].type, "{\"ignored\": true}", 0, 0);
+        gi_req_t r;
+        char why [256];
+        assert_int_equal (gi_ops_decode (msg, &r, why, sizeof why), 0);
+        assert_int_equal (r.op, cases [i].op);
+        assert_string_equal (r.reply, cases [i].reply);
+        ch_msg_destroy (&msg);
+    }
+}
+
+static void
+test_gi_ops_decode_put_request_with_one_buffer (void **state)
+{
+    (void) state;
+    ch_msg_t *msg = s_req (CH_CELLVM, "put_request", "{\"path\": \"/workspace/data/in.csv\", "
+                           "\"append\": true, \"mode\": 384}", 1, 12345);
+    gi_req_t r;
+    char why [256];
+    assert_int_equal (gi_ops_decode (msg, &r, why, sizeof why), 0);
+    assert_int_equal (r.op, GI_OP_PUT);
+    assert_string_equal (r.reply, "put_reply");
+    assert_string_equal (r.path, "/workspace/data/in.csv");
+    assert_string_equal (r.rel, "data/in.csv");
+    assert_true (r.append);
+    assert_int_equal (r.mode, 0600);
+    assert_int_equal (r.len, 12345);
+    ch_msg_destroy (&msg);
+    //  No buffer: an empty file; append null or absent: truncate; mode 0: 0644.
+    msg = s_req (CH_CELLVM, "put_request", "{\"path\": \"empty.txt\", \"append\": null}", 0, 0);
+    assert_int_equal (gi_ops_decode (msg, &r, why, sizeof why), 0);
+    assert_null (r.data);
+    assert_int_equal (r.len, 0);
+    assert_false (r.append);
+    assert_int_equal (r.mode, 0);
+    ch_msg_destroy (&msg);
+}
+
+static void
+test_gi_ops_decode_get_request_defaults_and_caps_the_length (void **state)
+{
+    (void) state;
+    ch_msg_t *msg = s_req (CH_CELLVM, "get_request", "{\"path\": \"out/plot.png\"}", 0, 0);
+    gi_req_t r;
+    char why [256];
+    assert_int_equal (gi_ops_decode (msg, &r, why, sizeof why), 0);
+    assert_int_equal (r.op, GI_OP_GET);
+    assert_string_equal (r.rel, "out/plot.png");
+    assert_int_equal (r.offset, 0);
+    assert_int_equal (r.length, GI_CHUNK_MAX);
+    ch_msg_destroy (&msg);
+    msg = s_req (CH_CELLVM, "get_request", "{\"path\": \"a\", \"offset\": 4294967296000, "
+                 "\"length\": 1099511627776}", 0, 0);
+    assert_int_equal (gi_ops_decode (msg, &r, why, sizeof why), 0);
+    assert_int_equal (r.offset, 4294967296000ull);
+    assert_int_equal (r.length, GI_CHUNK_MAX);              //  capped, not refused
+    ch_msg_destroy (&msg);
+}
+
+static void
+test_gi_ops_decode_kill_request_takes_a_signal_name (void **state)
+{
+    (void) state;
+    const struct { const char *content; int signal; } cases [] = {
+        { "{}", SIGKILL }, { "{\"signal\": null}", SIGKILL },
+        { "{\"signal\": \"SIGINT\"}", SIGINT }, { "{\"signal\": \"SIGTERM\"}", SIGTERM },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {
+        ch_msg_t *msg = s_req (CH_CELLVM, "kill_request", cases [i].content, 0, 0);
+        gi_req_t r;
+        char why [256];
+        assert_int_equal (gi_ops_decode (msg, &r, why, sizeof why), 0);
+        assert_int_equal (r.op, GI_OP_KILL);
+        assert_int_equal (r.signal, cases [i].signal);
+        ch_msg_destroy (&msg);
+    }
+}
+
+static void
+test_gi_ops_decode_set_time_and_add_entropy (void **state)
+{
+    (void) state;
+    ch_msg_t *msg = s_req (CH_CELLVM, "set_time_request", "{\"time\": 1767225600.123}", 0, 0);
+    gi_req_t r;
+    char why [256];
+    assert_int_equal (gi_ops_decode (msg, &r, why, sizeof why), 0);
+    assert_int_equal (r.op, GI_OP_SET_TIME);
+    assert_true (r.time == 1767225600.123);
+    ch_msg_destroy (&msg);
+    size_t sizes [] = { 1, 64, 4096 };
+    for (size_t i = 0; i < 3; i++) {
+        msg = s_req (CH_CELLVM, "add_entropy_request", "{}", 1, sizes [i]);
+        assert_int_equal (gi_ops_decode (msg, &r, why, sizeof why), 0);
+        assert_int_equal (r.op, GI_OP_ADD_ENTROPY);
+        assert_string_equal (r.reply, "add_entropy_reply");
+        assert_int_equal (r.len, sizes [i]);
+        ch_msg_destroy (&msg);
+    }
+}
+
+typedef struct {
+    const char *type, *content;
+    int nbuf;
+    size_t buflen;
+    int rc;
+    const char *ename, *evalue;
+} s_refusal_t;
+
+#define S_BAD_PUT "put needs a path and at most 1 buffer: Invalid argument"
+#define S_BAD_GET "get needs a path, offset, length: Invalid argument"
+#define S_OUTSIDE "paths must be under /workspace: Invalid cross-device link"
+#define S_BAD_ENTROPY "entropy must be 1..4096 bytes: Invalid argument"
+
+static const s_refusal_t s_refusals [] = {
+    { "put_request", "{\"append\": false}", 1, 4, -EINVAL, "BadRequest", S_BAD_PUT },
+    { "put_request", "{\"path\": 5}", 0, 0, -EINVAL, "BadRequest", S_BAD_PUT },
+    { "put_request", "{\"path\": \"a\"}", 2, 4, -EINVAL, "BadRequest", S_BAD_PUT },
+    { "put_request", "{\"path\": \"a\", \"mode\": \"644\"}", 0, 0, -EINVAL, "BadRequest", S_BAD_PUT },
+    { "put_request", "{\"path\": \"a\", \"mode\": null}", 0, 0, -EINVAL, "BadRequest", S_BAD_PUT },
+    { "put_request", "{\"path\": \"a\", \"append\": \"yes\"}", 1, 4, -EINVAL, "BadRequest",
+      "append must be true or false: Invalid argument" },
+    { "put_request", "{\"path\": \"a\", \"append\": 1}", 1, 4, -EINVAL, "BadRequest",
+      "append must be true or false: Invalid argument" },
+    { "put_request", "{\"path\": \"/etc/passwd\"}", 1, 4, -EXDEV, "PathOutsideWorkspace", S_OUTSIDE },
+    { "put_request", "{\"path\": \"\"}", 1, 4, -EXDEV, "PathOutsideWorkspace", S_OUTSIDE },
+    { "put_request", "{\"path\": \"out/../../x\"}", 1, 4, -EXDEV, "PathOutsideWorkspace", S_OUTSIDE },
+    { "get_request", "{}", 0, 0, -EINVAL, "BadRequest", S_BAD_GET },
+    { "get_request", "{\"path\": [\"a\"]}", 0, 0, -EINVAL, "BadRequest", S_BAD_GET },
+    { "get_request", "{\"path\": \"a\", \"offset\": -1}", 0, 0, -EINVAL, "BadRequest", S_BAD_GET },
+    { "get_request", "{\"path\": \"a\", \"offset\": 1.5}", 0, 0, -EINVAL, "BadRequest", S_BAD_GET },
+    { "get_request", "{\"path\": \"a\", \"offset\": \"0\"}", 0, 0, -EINVAL, "BadRequest", S_BAD_GET },
+    { "get_request", "{\"path\": \"a\", \"length\": -1}", 0, 0, -EINVAL, "BadRequest", S_BAD_GET },
+    { "get_request", "{\"path\": \"a\", \"length\": null}", 0, 0, -EINVAL, "BadRequest", S_BAD_GET },
+    { "get_request", "{\"path\": \"/workspace\"}", 0, 0, -EXDEV, "PathOutsideWorkspace", S_OUTSIDE },
+    { "get_request", "{\"path\": \"/workspacex/a\"}", 0, 0, -EXDEV, "PathOutsideWorkspace",
+      S_OUTSIDE },
+    { "kill_request", "{\"signal\": \"INT\"}", 0, 0, -EINVAL, "BadRequest",
+      "signal must be a name like \"SIGINT\": Invalid argument" },
+    { "kill_request", "{\"signal\": 9}", 0, 0, -EINVAL, "BadRequest",
+      "signal must be a name like \"SIGINT\": Invalid argument" },
+    { "set_time_request", "{}", 0, 0, -EINVAL, "BadRequest",
+      "time must be a number: Invalid argument" },
+    { "set_time_request", "{\"time\": \"now\"}", 0, 0, -EINVAL, "BadRequest",
+      "time must be a number: Invalid argument" },
+    { "set_time_request", "{\"time\": -1}", 0, 0, -EINVAL, "BadRequest", "time: Invalid argument" },
+    { "set_time_request", "{\"time\": 1e12}", 0, 0, -EINVAL, "BadRequest",
+      "time: Invalid argument" },
+    { "add_entropy_request", "{}", 0, 0, -EINVAL, "BadRequest", S_BAD_ENTROPY },
+    { "add_entropy_request", "{}", 2, 8, -EINVAL, "BadRequest", S_BAD_ENTROPY },
+    { "add_entropy_request", "{}", 1, 4097, -EINVAL, "BadRequest", S_BAD_ENTROPY },
+    { "frobnicate_request", "{}", 0, 0, -ENOSYS, "UnknownMessageType",
+      "frobnicate_request: Function not implemented" },
+};
+
+//  Each refusal names the reply, its ename and its evalue words.
+static void
+test_gi_ops_decode_refuses_bad_requests_with_reply_words (void **state)
+{
+    (void) state;
+    for (size_t i = 0; i < sizeof s_refusals / sizeof s_refusals [0]; i++) {
+        const s_refusal_t *c = &s_refusals [i];
+        ch_msg_t *msg = s_req (CH_CELLVM, c->type, c->content, c->nbuf, c->buflen);
+        gi_req_t r;
+        char why [256], reply [128];
+        int rc = gi_ops_decode (msg, &r, why, sizeof why);
+        if (rc != c->rc || !r.ename || strcmp (r.ename, c->ename) || strcmp (why, c->evalue))
+            fail_msg ("%s %s: rc %d ename %s evalue \"%s\"", c->type, c->content, rc,
+                      r.ename ? r.ename : "(null)", why);
+        snprintf (reply, sizeof reply, "%.*s_reply", (int) (strlen (c->type) - 8), c->type);
+        assert_string_equal (r.reply, reply);
+        assert_int_equal (r.op, GI_OP_NONE);
+        ch_msg_destroy (&msg);
+    }
+}
+
+static void
+test_gi_ops_decode_drops_what_is_not_a_request (void **state)
+{
+    (void) state;
+    char longest [128], too_long [128];
+    snprintf (longest, sizeof longest, "%0112d_request", 0);    //  120 characters
+    snprintf (too_long, sizeof too_long, "%0113d_request", 0);
+    const struct { ch_channel_t channel; const char *type; int rc; const char *reply; } cases [] = {
+        { CH_CELLVM, "frobnicate", -ENOMSG, "" },
+        { CH_CELLVM, "kernel_exited", -ENOMSG, "" },
+        { CH_CELLVM, "_request", -ENOMSG, "" },
+        { CH_CELLVM, too_long, -ENOMSG, "" },
+        { CH_SHELL, "hello", -ENOMSG, "" },
+        { CH_CELLVM, longest, -ENOSYS, "" },
+        { CH_SHELL, "status_request", -ENOSYS, "status_reply" },   //  init speaks cellvm only
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {
+        ch_msg_t *msg = s_req (cases [i].channel, cases [i].type, "{}", 0, 0);
+        gi_req_t r;
+        char why [256];
+        assert_int_equal (gi_ops_decode (msg, &r, why, sizeof why), cases [i].rc);
+        assert_int_equal (r.op, GI_OP_NONE);
+        assert_true (why [0]);                  //  a refusal always says why
+        if (cases [i].rc == -ENOMSG) {
+            assert_string_equal (r.reply, "");
+            assert_null (r.ename);
+        }
+        else if (cases [i].reply [0])
+            assert_string_equal (r.reply, cases [i].reply);
+        else
+            assert_int_equal (strlen (r.reply), 118);
+        ch_msg_destroy (&msg);
+    }
+}
+
+//  ---------------------------------------------------------------------------
+//  Whole requests through gi_ops_handle and gi_ctl, replies read back.
+
+typedef struct {
+    char root [64];
+    int master;                                 //  the host's end of the "port"
+    gi_ctl_t *ctl;
+    gi_kernel_t *kernel;
+    gi_ops_t *ops;
+    ch_asm_t *asm_;
+} fixture_t;
+
+static int
+s_setup (void **state)
+{
+    fixture_t *f = calloc (1, sizeof *f);
+    signal (SIGIO, SIG_IGN);                    //  gi_ctl asks for SIGIO
+    snprintf (f->root, sizeof f->root, "/tmp/test_gi_ops_XXXXXX");
+    assert_non_null (mkdtemp (f->root));
+    assert_int_equal (gi_files_set_root (f->root), 0);
+    f->master = posix_openpt (O_RDWR | O_NOCTTY | O_NONBLOCK);
+    assert_true (f->master >= 0);
+    assert_int_equal (grantpt (f->master), 0);
+    assert_int_equal (unlockpt (f->master), 0);
+    const char *port = ptsname (f->master);
+    int slave = open (port, O_RDWR | O_NOCTTY);
+    struct termios raw;
+    assert_int_equal (tcgetattr (slave, &raw), 0);
+    cfmakeraw (&raw);                           //  bytes through as they are
+    assert_int_equal (tcsetattr (slave, TCSANOW, &raw), 0);
+    f->ctl = gi_ctl_new (port, CH_FRAME_MAX_DEFAULT);
+    close (slave);
+    assert_non_null (f->ctl);
+    ch_msg_t *none = NULL;
+    assert_int_equal (gi_ctl_io (f->ctl, 0, &none), 0);        //  the host is there
+    assert_true (gi_ctl_connected (f->ctl));
+    f->kernel = gi_kernel_new (0);
+    f->ops = gi_ops_new (f->ctl, f->kernel, "tmpfs");
+    f->asm_ = ch_asm_new (NULL);
+    *state = f;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    char cmd [128];
+    gi_ops_destroy (&f->ops);
+    gi_kernel_destroy (&f->kernel);
+    gi_ctl_destroy (&f->ctl);
+    ch_asm_destroy (&f->asm_);
+    close (f->master);
+    gi_files_set_root (NULL);
+    snprintf (cmd, sizeof cmd, "rm -rf %s", f->root);
+    assert_int_equal (system (cmd), 0);
+    free (f);
+    return 0;
+}
+
+//  Hand msg to init; return the next message it writes (NULL if none).
+static ch_msg_t *
+s_call (fixture_t *f, ch_msg_t *msg)
+{
+    assert_int_equal (gi_ops_handle (f->ops, &msg), 0);
+    assert_null (msg);
+    for (int tries = 0; tries < 1000; tries++) {
+        ch_msg_t *in = NULL;
+        assert_int_equal (gi_ctl_io (f->ctl, POLLOUT, &in), 0);
+        assert_null (in);
+        uint8_t buf [65536];
+        ssize_t n = read (f->master, buf, sizeof buf);
+        for (size_t off = 0; n > 0 && off < (size_t) n; ) {
+            size_t used = 0;
+            ch_msg_t *out = NULL;
+            assert_int_equal (ch_asm_feed (f->asm_, buf + off, (size_t) n - off, &used, &out), 0);
+            off += used;
+            if (out) {
+                assert_int_equal (off, (size_t) n);     //  one reply per request
+                return out;
+            }
+        }
+        if (n <= 0 && gi_ctl_queued (f->ctl) == 0)
+            break;
+    }
+    return NULL;
+}
+
+//  The reply to msg: its type, parent and status checked; content returned.
+static json_t *
+s_reply (fixture_t *f, ch_msg_t *msg, const char *type, const char *status, ch_msg_t **out_p)
+{
+    char id [64];
+    snprintf (id, sizeof id, "%s", ch_msg_id (msg));
+    ch_msg_t *out = s_call (f, msg);
+    assert_non_null (out);
+    assert_int_equal (ch_msg_channel (out), CH_CELLVM);
+    assert_string_equal (ch_msg_type (out), type);
+    assert_string_equal (json_string_value (json_object_get (ch_msg_parent (out), "msg_id")), id);
+    json_t *c = json_incref (ch_msg_content (out));
+    assert_string_equal (json_string_value (json_object_get (c, "status")), status);
+    if (out_p)
+        *out_p = out;
+    else
+        ch_msg_destroy (&out);
+    return c;
+}
+
+static const char *
+s_str (const json_t *c, const char *key)
+{
+    const char *s = json_string_value (json_object_get (c, key));
+    return s ? s : "(none)";
+}
+
+static void
+test_gi_ops_handle_put_then_get_round_trip (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    ch_msg_t *req = s_req (CH_CELLVM, "put_request", "{\"path\": \"/workspace/in/data.bin\"}",
+                           1, 1000);
+    json_t *c = s_reply (f, req, "put_reply", "ok", NULL);
+    assert_string_equal (s_str (c, "path"), "/workspace/in/data.bin");
+    assert_int_equal (json_integer_value (json_object_get (c, "size")), 1000);
+    assert_int_equal (json_integer_value (json_object_get (c, "written")), 1000);
+    assert_int_equal (strlen (s_str (c, "sha256")), 64);
+    char sha [65];
+    snprintf (sha, sizeof sha, "%s", s_str (c, "sha256"));
+    json_decref (c);
+    req = s_req (CH_CELLVM, "get_request", "{\"path\": \"in/data.bin\", \"offset\": 0}", 0, 0);
+    ch_msg_t *out = NULL;
+    c = s_reply (f, req, "get_reply", "ok", &out);
+    assert_string_equal (s_str (c, "path"), "/workspace/in/data.bin");
+    assert_int_equal (json_integer_value (json_object_get (c, "length")), 1000);
+    assert_true (json_is_true (json_object_get (c, "eof")));
+    assert_string_equal (s_str (c, "sha256"), sha);
+    assert_int_equal (ch_msg_nbuffers (out), 1);            //  the bytes, as a buffer
+    size_t len = 0;
+    const uint8_t *bytes = ch_msg_buffer (out, 0, &len);
+    assert_int_equal (len, 1000);
+    assert_int_equal (bytes [999], 'a');
+    json_decref (c);
+    ch_msg_destroy (&out);
+    //  An empty chunk comes without a buffer.
+    req = s_req (CH_CELLVM, "get_request", "{\"path\": \"in/data.bin\", \"offset\": 1000}", 0, 0);
+    c = s_reply (f, req, "get_reply", "ok", &out);
+    assert_int_equal (ch_msg_nbuffers (out), 0);
+    json_decref (c);
+    ch_msg_destroy (&out);
+}
+
+static void
+test_gi_ops_handle_errors_carry_ename_and_evalue (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    const struct { const char *type, *content, *reply, *ename, *evalue; } cases [] = {
+        { "put_request", "{\"path\": \"/etc/passwd\"}", "put_reply", "PathOutsideWorkspace",
+          S_OUTSIDE },
+        { "put_request", "{\"path\": \"a\", \"append\": \"yes\"}", "put_reply", "BadRequest",
+          "append must be true or false: Invalid argument" },
+        { "get_request", "{\"path\": \"nope.txt\"}", "get_reply", "FileNotFound",
+          "nope.txt: No such file or directory" },
+        { "get_request", "{\"path\": \"in\"}", "get_reply", "NotARegularFile",
+          "in: Invalid argument" },
+        { "kill_request", "{\"signal\": \"SIGINT\"}", "kill_reply", "NoKernel",
+          "the kernel is not running: No such process" },
+        { "set_time_request", "{\"time\": \"now\"}", "set_time_reply", "BadRequest",
+          "time must be a number: Invalid argument" },
+        { "frobnicate_request", "{}", "frobnicate_reply", "UnknownMessageType",
+          "frobnicate_request: Function not implemented" },
+    };
+    char dir [PATH_MAX];
+    snprintf (dir, sizeof dir, "%s/in", f->root);
+    assert_int_equal (mkdir (dir, 0755), 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {
+        ch_msg_t *req = s_req (CH_CELLVM, cases [i].type, cases [i].content, 0, 0);
+        json_t *c = s_reply (f, req, cases [i].reply, "error", NULL);
+        assert_string_equal (s_str (c, "ename"), cases [i].ename);
+        assert_string_equal (s_str (c, "evalue"), cases [i].evalue);
+        json_decref (c);
+    }
+}
+
+static void
+test_gi_ops_handle_answers_every_hello (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    for (int i = 1; i <= 2; i++) {
+        ch_msg_t *req = s_req (CH_CELLVM, "hello", "{\"protocol\": \"cellvm-init\", "
+                               "\"version\": 1, \"role\": \"driver\"}", 0, 0);
+        json_t *c = s_reply (f, req, "hello", "ok", NULL);
+        assert_string_equal (s_str (c, "protocol"), "cellvm-init");
+        assert_string_equal (s_str (c, "role"), "init");
+        assert_string_equal (s_str (c, "workspace"), "/workspace");
+        assert_string_equal (s_str (c, "workspace_fs"), "tmpfs");
+        assert_string_equal (s_str (c, "kernel_port"), "cellvm.kernel");
+        assert_int_equal (json_integer_value (json_object_get (c, "hellos")), i);
+        assert_int_equal (json_integer_value (json_object_get (c, "max_frame")),
+                          CH_FRAME_MAX_DEFAULT);
+        assert_string_equal (s_str (json_object_get (c, "kernel"), "state"), "not_started");
+        assert_null (json_object_get (c, "adjusted_s"));
+        json_decref (c);
+    }
+}
+
+static void
+test_gi_ops_handle_status_request_reports_the_kernel (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    ch_msg_t *req = s_req (CH_CELLVM, "status_request", "{}", 0, 0);
+    json_t *c = s_reply (f, req, "status_reply", "ok", NULL);
+    json_t *k = json_object_get (c, "kernel");
+    assert_string_equal (s_str (k, "state"), "not_started");
+    assert_true (json_is_null (json_object_get (k, "last_exit")));
+    json_decref (c);
+}
+
+static void
+test_gi_ops_handle_drops_messages_that_are_not_requests (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    ch_msg_t *req = s_req (CH_CELLVM, "frobnicate", "{}", 0, 0);
+    assert_null (s_call (f, req));
+    req = s_req (CH_CELLVM, "kernel_exited", "{}", 0, 0);
+    assert_null (s_call (f, req));
+    assert_int_equal (gi_ctl_queued (f->ctl), 0);
+}
+
+int
+main (void)
+{
+#define S_TEST(name) cmocka_unit_test_setup_teardown (name, s_setup, s_teardown)
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_gi_ops_decode_hello_takes_time_protocol_and_entropy),
+        cmocka_unit_test (test_gi_ops_decode_requests_without_fields),
+        cmocka_unit_test (test_gi_ops_decode_put_request_with_one_buffer),
+        cmocka_unit_test (test_gi_ops_decode_get_request_defaults_and_caps_the_length),
+        cmocka_unit_test (test_gi_ops_decode_kill_request_takes_a_signal_name),
+        cmocka_unit_test (test_gi_ops_decode_set_time_and_add_entropy),
+        cmocka_unit_test (test_gi_ops_decode_refuses_bad_requests_with_reply_words),
+        cmocka_unit_test (test_gi_ops_decode_drops_what_is_not_a_request),
+        S_TEST (test_gi_ops_handle_put_then_get_round_trip),
+        S_TEST (test_gi_ops_handle_errors_carry_ename_and_evalue),
+        S_TEST (test_gi_ops_handle_answers_every_hello),
+        S_TEST (test_gi_ops_handle_status_request_reports_the_kernel),
+        S_TEST (test_gi_ops_handle_drops_messages_that_are_not_requests),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

@@ -1,0 +1,268 @@
+/*  test_gw_args - the option table, and the argv of the children the
+    gateway starts (the template builder, the pool daemon): everything that
+    keys a template reaches them as the user wrote it, and nothing of one
+    session does.
+*/
+#include <errno.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "gw_args.h"
+#include "gw_log.h"
+#include "gw_tplmeta.h"
+
+#define S_VM (GW_ARGS_BUILDER | GW_ARGS_POOL)
+
+typedef struct {
+    char dir [64];                              //  scratch
+    char image [96], image2 [96];               //  two fake images
+} fixture_t;
+
+static void
+s_write (const char *dir, const char *name, const char *text)
+{
+    char path [160];
+    snprintf (path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen (path, "w");
+    assert_non_null (f);
+    fputs (text, f);
+    fclose (f);
+}
+
+static void
+s_fake_image (const char *dir, const char *hash)
+{
+    char json [64];
+    assert_int_equal (mkdir (dir, 0700), 0);
+    snprintf (json, sizeof json, "{\"image_hash\": \"%s\"}", hash);
+    s_write (dir, "image.json", json);
+    s_write (dir, "vmlinux", "k");
+    s_write (dir, "initrd.img", "i");
+    s_write (dir, "rootfs.ext4", "r");
+}
+
+static int
+s_setup (void **state)
+{
+    fixture_t *f = calloc (1, sizeof *f);
+    snprintf (f->dir, sizeof f->dir, "/tmp/test_gw_args_XXXXXX");
+    assert_non_null (mkdtemp (f->dir));
+    snprintf (f->image, sizeof f->image, "%s/image", f->dir);
+    snprintf (f->image2, sizeof f->image2, "%s/image2", f->dir);
+    s_fake_image (f->image, "aaaa");
+    s_fake_image (f->image2, "bbbb");
+    *state = f;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    fixture_t *f = *state;
+    char cmd [128];
+    snprintf (cmd, sizeof cmd, "rm -rf %s", f->dir);
+    assert_int_equal (system (cmd), 0);
+    free (f);
+    return 0;
+}
+
+static int
+s_argc (char **argv)
+{
+    int n = 0;
+    while (argv [n])
+        n++;
+    return n;
+}
+
+static void
+s_key (gw_args_t *args, char key [GW_TPLMETA_KEY_LEN + 1])
+{
+    gw_vm_config_t cfg;
+    char err [256];
+    gw_args_vm_config (args, &cfg);
+    assert_int_equal (gw_tplmeta_key (&cfg, key, GW_TPLMETA_KEY_LEN + 1, err, sizeof err), 0);
+}
+
+//  Every option the gateway takes, with a value unlike the base argv's.
+static const char *
+s_sample (const fixture_t *f, gw_opt_id_t id)
+{
+    static const char *values [GW_OPT_COUNT] = {
+        [GW_OPT_CONNECTION_FILE] = "/c.json", [GW_OPT_BACKEND] = "microvm",
+        [GW_OPT_KERNEL] = "/k", [GW_OPT_LOG_LEVEL] = "debug", [GW_OPT_MAX_MSG] = "1M",
+        [GW_OPT_MAX_FRAME] = "2M", [GW_OPT_CELL_TIMEOUT] = "5", [GW_OPT_ARTIFACTS_DIR] = "/a",
+        [GW_OPT_ARTIFACT_MAX_FILE] = "3M", [GW_OPT_ARTIFACT_MAX_SESSION] = "4M",
+        [GW_OPT_QEMU] = "/opt/other-qemu", [GW_OPT_ACCEL] = "kvm", [GW_OPT_RUN_DIR] = "/r",
+        [GW_OPT_MEMORY] = "1k", [GW_OPT_VCPUS] = "2", [GW_OPT_DISK_SIZE] = "2G",
+        [GW_OPT_TEMPLATE_DIR] = "/t2", [GW_OPT_NO_TEMPLATES] = "", [GW_OPT_POOL] = "3",
+        [GW_OPT_POOL_BUDGET] = "1000", [GW_OPT_POOL_IDLE] = "60",
+        [GW_OPT_LISTEN_FDS] = "3,4,5,6,7",
+    };
+    return id == GW_OPT_IMAGE ? f->image2 : values [id];
+}
+
+//  Whether the option changes the template key, from the base options.
+static bool
+s_changes_key (const fixture_t *f, gw_opt_id_t id)
+{
+    const gw_opt_t *o = &gw_args_table () [id];
+    char name [64], k0 [32], k1 [32];
+    snprintf (name, sizeof name, "--%s", o->name);
+    char *base [] = { "gw", "--image", (char *) f->image, "--accel", "tcg", NULL };
+    char *more [] = { "gw", "--image", (char *) f->image, "--accel", "tcg", name,
+                      (char *) s_sample (f, id), NULL };
+    if (o->kind == GW_OPTKIND_FLAG)
+        more [6] = NULL;
+    gw_args_t a, b;
+    assert_int_equal (gw_args_parse (&a, s_argc (base), base), 0);
+    assert_int_equal (gw_args_parse (&b, s_argc (more), more), 0);
+    s_key (&a, k0);
+    s_key (&b, k1);
+    return strcmp (k0, k1) != 0;
+}
+
+//  Whatever changes the key reaches both children: found by trying every
+//  option in the table, so a new one cannot be forgotten.
+static void
+test_every_option_that_keys_templates_reaches_both_children (void **state)
+{
+    fixture_t *f = *state;
+    int keyed = 0;
+    for (int id = 0; id < GW_OPT_COUNT; id++) {
+        if (id == GW_OPT_HELP || id == GW_OPT_BUILD_TEMPLATE || id == GW_OPT_POOL_DAEMON)
+            continue;                           //  modes: they run something else
+        assert_non_null (s_sample (f, (gw_opt_id_t) id));   //  the test knows every option
+        if (s_changes_key (f, (gw_opt_id_t) id)) {
+            keyed++;
+            assert_int_equal (gw_args_table () [id].inherit & S_VM, S_VM);
+        }
+    }
+    assert_int_equal (keyed, 6);                //  image qemu accel memory vcpus disk-size
+}
+
+//  argv with every option given (samples).
+static char **
+s_full_argv (const fixture_t *f)
+{
+    static char *argv [2 * GW_OPT_COUNT + 2], names [GW_OPT_COUNT][64];
+    int n = 0;
+    argv [n++] = "gw";
+    for (int id = 0; id < GW_OPT_COUNT; id++) {
+        if (id == GW_OPT_HELP || id == GW_OPT_BUILD_TEMPLATE || id == GW_OPT_POOL_DAEMON)
+            continue;
+        snprintf (names [id], sizeof names [id], "--%s", gw_args_table () [id].name);
+        argv [n++] = names [id];
+        if (gw_args_table () [id].kind != GW_OPTKIND_FLAG)
+            argv [n++] = (char *) s_sample (f, (gw_opt_id_t) id);
+    }
+    argv [n] = NULL;
+    return argv;
+}
+
+static void
+s_check_child (fixture_t *f, gw_args_t *parent, unsigned child)
+{
+    char **argv = gw_args_child_argv (parent, child, "/resolved/templates");
+    gw_args_t c;
+    assert_int_equal (gw_args_parse (&c, s_argc (argv), argv), 0);
+    assert_true (gw_args_has (&c, child == GW_ARGS_POOL ? GW_OPT_POOL_DAEMON
+                                                        : GW_OPT_BUILD_TEMPLATE));
+    assert_string_equal (c.text [GW_OPT_TEMPLATE_DIR], "/resolved/templates");
+    char k0 [32], k1 [32];
+    s_key (parent, k0);
+    s_key (&c, k1);
+    assert_string_equal (k0, k1);
+    for (int id = 0; id < GW_OPT_COUNT; id++) {
+        bool passed = (gw_args_table () [id].inherit & child) && id != GW_OPT_TEMPLATE_DIR;
+        if (passed)                             //  as the user wrote it
+            assert_string_equal (c.text [id], parent->text [id]);
+        else if (id != GW_OPT_TEMPLATE_DIR && id != GW_OPT_POOL_DAEMON
+             &&  id != GW_OPT_BUILD_TEMPLATE)
+            assert_null (c.text [id]);
+    }
+    assert_int_equal (c.memory_mib, 1024);
+    assert_int_equal (c.vcpus, 2);
+    assert_true (c.disk_bytes == 2ULL << 30);
+    assert_int_equal (c.pool, child == GW_ARGS_POOL ? 3 : 0);
+    assert_int_equal (c.pool_idle_s, child == GW_ARGS_POOL ? 60 : 0);
+    (void) f;
+    gw_args_free_argv (&argv);
+    assert_null (argv);
+}
+
+static void
+test_child_argv_round_trips_and_leaves_the_session_out (void **state)
+{
+    fixture_t *f = *state;
+    char **argv = s_full_argv (f);
+    gw_args_t args;
+    assert_int_equal (gw_args_parse (&args, s_argc (argv), argv), 0);
+    s_check_child (f, &args, GW_ARGS_BUILDER);
+    s_check_child (f, &args, GW_ARGS_POOL);
+    const gw_opt_id_t never [] = { GW_OPT_RUN_DIR, GW_OPT_CONNECTION_FILE, GW_OPT_LISTEN_FDS,
+                                   GW_OPT_BACKEND, GW_OPT_KERNEL, GW_OPT_NO_TEMPLATES };
+    for (size_t i = 0; i < sizeof never / sizeof never [0]; i++)
+        assert_int_equal (gw_args_table () [never [i]].inherit, 0);
+    //  Nothing given: the children still get the template dir, and only that.
+    char *bare [] = { "gw", NULL };
+    assert_int_equal (gw_args_parse (&args, 1, bare), 0);
+    argv = gw_args_child_argv (&args, GW_ARGS_BUILDER, "/t");
+    assert_int_equal (s_argc (argv), 4);
+    assert_string_equal (argv [1], "--build-template");
+    assert_string_equal (argv [2], "--template-dir");
+    gw_args_free_argv (&argv);
+}
+
+static int
+s_parse (char **argv)
+{
+    gw_args_t args;
+    return gw_args_parse (&args, s_argc (argv), argv);
+}
+
+static void
+test_parse_checks_values (void **state)
+{
+    (void) state;
+    char *ok [] = { "gw", "-f", "/c", "--pool", "0", "--memory", "128", "--cell-timeout", "0.5",
+                    NULL };
+    assert_int_equal (s_parse (ok), 0);
+    char *help [] = { "gw", "--help", "--memory", "1", NULL };
+    assert_int_equal (s_parse (help), 1);
+    const char *bad [][2] = { { "--memory", "64" }, { "--vcpus", "0" }, { "--vcpus", "65" },
+                              { "--accel", "xen" }, { "--disk-size", "1M" },
+                              { "--cell-timeout", "-1" }, { "--max-msg", "-5" },
+                              { "--max-frame", "8G" }, { "--pool", "x" } };
+    for (size_t i = 0; i < sizeof bad / sizeof bad [0]; i++) {
+        char *argv [] = { "gw", (char *) bad [i][0], (char *) bad [i][1], NULL };
+        assert_int_equal (s_parse (argv), -EINVAL);
+    }
+    char *unknown [] = { "gw", "--no-such-option", NULL };
+    assert_int_equal (s_parse (unknown), -EINVAL);
+    char *extra [] = { "gw", "stray", NULL };
+    assert_int_equal (s_parse (extra), -EINVAL);
+}
+
+int
+main (void)
+{
+    gw_log_init (GW_LOG_ERROR, NULL);
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test_setup_teardown (
+            test_every_option_that_keys_templates_reaches_both_children, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (
+            test_child_argv_round_trips_and_leaves_the_session_out, s_setup, s_teardown),
+        cmocka_unit_test (test_parse_checks_values),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
