@@ -1,6 +1,7 @@
 /*  ch_io - writing channel messages to a file descriptor. */
 #include "ch_io.h"
 #include "ch_frame.h"
+#include "ch_util.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -11,19 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 //  Wait for POLLOUT until deadline (-1: none). 0 or -ETIMEDOUT.
 static int
 s_wait_writable (int fd, int64_t deadline)
 {
-    int left = deadline < 0 ? -1 : (int) (deadline - s_now_ms ());
+    int left = deadline < 0 ? -1 : (int) (deadline - ch_now_ms ());
     if (deadline >= 0 && left <= 0)
         return -ETIMEDOUT;
     struct pollfd pf = { fd, POLLOUT, 0 };
@@ -34,7 +28,7 @@ s_wait_writable (int fd, int64_t deadline)
 int
 ch_write_all (int fd, struct iovec *iov, int iovcnt, int timeout_ms)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : s_now_ms () + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : ch_now_ms () + timeout_ms;
     while (iovcnt > 0) {
         ssize_t n = writev (fd, iov, iovcnt);
         if (n < 0 && errno == EINTR)

@@ -25,6 +25,18 @@ static const char *s_names [CH_COUNT] = {
     "shell", "control", "stdin", "iopub", "cellvm"
 };
 
+bool
+ch_msg_reply_type (const char *request_type, char *out, size_t cap)
+{
+    assert (request_type && out && cap > 0);
+    out [0] = 0;
+    size_t len = strlen (request_type);
+    if (len <= 8 || strcmp (request_type + len - 8, "_request") != 0 || len - 8 + 7 >= cap)
+        return false;
+    snprintf (out, cap, "%.*s_reply", (int) (len - 8), request_type);
+    return true;
+}
+
 const char *
 ch_channel_name (ch_channel_t channel)
 {

@@ -9,6 +9,7 @@
 #define CH_MSG_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,6 +82,10 @@ uint8_t *ch_msg_take_buffer (ch_msg_t *self, size_t index, size_t *len_p,
 //  Replace content (steals *content_p) / metadata.
 void ch_msg_set_content (ch_msg_t *self, json_t **content_p);
 void ch_msg_set_metadata (ch_msg_t *self, json_t **metadata_p);
+
+//  "foo_request" -> "foo_reply" into out; false (out "") when type is not
+//  a request or the name does not fit.
+bool ch_msg_reply_type (const char *request_type, char *out, size_t cap);
 
 const char *ch_channel_name (ch_channel_t channel);
 //  -1 when name is not a channel.

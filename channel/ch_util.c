@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 void
@@ -65,6 +66,14 @@ ch_sha256_file (const char *path, int extra_flags, char hex [65], off_t *size_p)
     int rc = ch_sha256_fd (fd, hex, size_p);
     close (fd);
     return rc;
+}
+
+int64_t
+ch_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int

@@ -95,18 +95,6 @@ gw_check_client_type (ch_channel_t channel, const char *msg_type)
     }
 }
 
-bool
-gw_check_reply_type (const char *request_type, char *out, size_t cap)
-{
-    assert (request_type && out && cap > 0);
-    out [0] = 0;
-    size_t len = strlen (request_type);
-    const char *suffix = "_request";
-    if (len <= 8 || strcmp (request_type + len - 8, suffix) != 0 || len - 8 + 7 >= cap)
-        return false;
-    snprintf (out, cap, "%.*s_reply", (int) (len - 8), request_type);
-    return true;
-}
 
 static bool
 s_type_ok (const json_t *v, char t)

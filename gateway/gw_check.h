@@ -17,10 +17,6 @@
 //  True when a client may send msg_type on channel (shell, control, stdin).
 bool gw_check_client_type (ch_channel_t channel, const char *msg_type);
 
-//  The reply a request type expects ("execute_request" -> "execute_reply")
-//  into out; false (and out "") when the type expects no reply (comm_*).
-bool gw_check_reply_type (const char *request_type, char *out, size_t cap);
-
 //  Check a message from the kernel against its channel's allow-list and
 //  the content schema of its type. 0, or -EBADMSG with a reason in why.
 int gw_check_kernel_msg (const ch_msg_t *msg, char *why, size_t whylen);

@@ -72,7 +72,7 @@ gw_reqs_add (gw_reqs_t *self, const ch_msg_t *msg, gw_frames_t **ids_p)
         *ids_p = NULL;
     req->own = !req->ids;
     req->header = json_deep_copy (ch_msg_header (msg));
-    gw_check_reply_type (ch_msg_type (msg), req->reply_type, sizeof req->reply_type);
+    ch_msg_reply_type (ch_msg_type (msg), req->reply_type, sizeof req->reply_type);
     req->execute = strcmp (ch_msg_type (msg), "execute_request") == 0;
     req->allow_stdin = json_is_true (json_object_get (content, "allow_stdin"));
     req->restart = json_is_true (json_object_get (content, "restart"));

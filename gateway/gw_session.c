@@ -538,7 +538,7 @@ gw_session_refuse (gw_session_t *self, gw_frames_t **ids_p, ch_msg_t **msg_p, co
     assert (self && ids_p && msg_p && *msg_p && why);
     ch_msg_t *msg = *msg_p;
     char rtype [64];
-    gw_session__reply_type (ch_msg_type (msg), rtype, sizeof rtype);
+    ch_msg_reply_type (ch_msg_type (msg), rtype, sizeof rtype);
     gw_log (GW_LOG_WARN, "client.refused", "channel=%s msg_type=%.64s reason=\"%s\"",
             ch_channel_name (ch_msg_channel (msg)), ch_msg_type (msg), why);
     if (rtype [0] && ch_msg_channel (msg) != CH_STDIN && !self->finished) {

@@ -59,9 +59,6 @@ void gw_session__flush_held (gw_session_t *self);
 //  The kernel broke the protocol: log why, stop it.
 void gw_session__violation (gw_session_t *self, const char *why);
 
-//  "x_request" -> "x_reply" into out ("" when type is not a request).
-void gw_session__reply_type (const char *type, char *out, size_t cap);
-
 //  Every complete message from the kernel (gw_chan_msg_fn): 0, or 1 after
 //  writing the violation into self->why.
 int gw_session__on_kernel_msg (void *arg, ch_msg_t **msg_p);

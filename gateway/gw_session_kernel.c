@@ -43,15 +43,6 @@ s_file_replied (void *arg, json_t **content_p, uint8_t **data_p, size_t len)
     free (job);
 }
 
-void
-gw_session__reply_type (const char *type, char *out, size_t cap)
-{
-    size_t n = strlen (type);
-    if (n > 8 && strcmp (type + n - 8, "_request") == 0)
-        snprintf (out, cap, "%.*s_reply", (int) (n - 8), type);
-    else
-        out [0] = 0;
-}
 
 void
 gw_session__file_request (gw_session_t *self, ch_msg_t *msg, gw_frames_t **ids_p)
@@ -63,7 +54,7 @@ gw_session__file_request (gw_session_t *self, ch_msg_t *msg, gw_frames_t **ids_p
     job->ids = *ids_p;
     *ids_p = NULL;
     job->header = json_incref (ch_msg_header (msg));
-    gw_session__reply_type (ch_msg_type (msg), job->rtype, sizeof job->rtype);
+    ch_msg_reply_type (ch_msg_type (msg), job->rtype, sizeof job->rtype);
     gw_out_status (self->out, job->header, "busy");
     gw_files_request (self->files, msg, s_file_replied, job);
 }

@@ -69,7 +69,7 @@ gw_frames_append_take (gw_frames_t *self, uint8_t **data_p, size_t size)
         self->cap = cap;
     }
     uint8_t *data = *data_p ? *data_p : s_alloc (1);
-    self->items [self->size++] = (gw_frame_t) { data, size };
+    self->items [self->size++] = (gw_frame_t) { .data = data, .size = size };
     *data_p = NULL;
 }
 

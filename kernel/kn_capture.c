@@ -1,5 +1,6 @@
 /*  kn_capture - fd-level capture of stdout and stderr. */
 #include "kn_capture.h"
+#include "ch_util.h"
 #include "kn_log.h"
 
 #include <assert.h>
@@ -33,13 +34,6 @@ struct _kn_capture_t {
     int64_t first_ms;       //  when the oldest pending byte arrived, or 0
 };
 
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 //  Length of the UTF-8 sequence led by c, or 0 if c cannot lead one.
 static size_t
@@ -163,7 +157,7 @@ s_thread (void *arg)
     while (!self->stop) {
         int timeout = -1;
         if (self->first_ms) {
-            int64_t left = self->first_ms + KN_CAPTURE_WINDOW_MS - s_now_ms ();
+            int64_t left = self->first_ms + KN_CAPTURE_WINDOW_MS - ch_now_ms ();
             timeout = left > 0 ? (int) left : 0;
         }
         if (poll (p, 3, timeout) < 0 && errno != EINTR)
@@ -171,8 +165,8 @@ s_thread (void *arg)
         pthread_mutex_lock (&self->lock);
         size_t got = s_drain (self, &self->s [0]) + s_drain (self, &self->s [1]);
         if (got && !self->first_ms)
-            self->first_ms = s_now_ms ();
-        if (self->first_ms && s_now_ms () - self->first_ms >= KN_CAPTURE_WINDOW_MS) {
+            self->first_ms = ch_now_ms ();
+        if (self->first_ms && ch_now_ms () - self->first_ms >= KN_CAPTURE_WINDOW_MS) {
             s_emit (self, &self->s [0]);
             s_emit (self, &self->s [1]);
             self->first_ms = 0;

@@ -145,16 +145,6 @@ s_status (kn_kernel_t *self, const json_t *parent, const char *state)
     s_send (self, CH_IOPUB, "status", parent, &c);
 }
 
-//  "foo_request" -> "foo_reply" in out; false if type is not a request.
-static bool
-s_reply_type (const char *type, char *out, size_t cap)
-{
-    size_t n = strlen (type);
-    if (n <= 8 || strcmp (type + n - 8, "_request") != 0 || n + 1 > cap)
-        return false;
-    snprintf (out, cap, "%.*s_reply", (int) (n - 8), type);
-    return true;
-}
 
 static json_t *
 s_error_content (const char *ename, const char *evalue)
@@ -167,7 +157,7 @@ static void
 s_reply (kn_kernel_t *self, const ch_msg_t *req, json_t **content_p)
 {
     char rtype [256];
-    if (!s_reply_type (ch_msg_type (req), rtype, sizeof rtype)) {
+    if (!ch_msg_reply_type (ch_msg_type (req), rtype, sizeof rtype)) {
         json_decref (*content_p);
         *content_p = NULL;
         return;

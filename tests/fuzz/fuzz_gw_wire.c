@@ -87,6 +87,17 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
             abort ();                           //  failures say why and leave nothing
         ch_msg_destroy (&msg);
         gw_frames_destroy (&ids);
+        //  What the gateway reads of a message that is too large, to answer it.
+        why = NULL;
+        if (gw_wire_decode_envelope (codecs [i], CH_CONTROL, gw_frames_array (frames),
+                                     gw_frames_size (frames), &msg, &ids, &why) == 0) {
+            if (!msg || !ids || ch_msg_nbuffers (msg) != 0)
+                abort ();                       //  an envelope never carries buffers
+        }
+        else if (!why || msg || ids)
+            abort ();
+        ch_msg_destroy (&msg);
+        gw_frames_destroy (&ids);
     }
     gw_frames_destroy (&frames);
     return 0;

@@ -16,6 +16,7 @@
 #include "ch_hello.h"
 #include "ch_io.h"
 #include "ch_util.h"
+#include "tu.h"
 
 //  Append one frame of len bytes at *pos.
 static void
@@ -226,23 +227,18 @@ test_ch_util_sha256_and_mkdir_p (void **state)
     char hex [65];
     ch_sha256_hex ((const uint8_t *) "abc", 3, hex);
     assert_string_equal (hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    char dir [] = "/tmp/test_ch_util.XXXXXX", deep [128];
-    assert_non_null (mkdtemp (dir));
-    snprintf (deep, sizeof deep, "%s/a/b/c", dir);
+    char dir [64], deep [128], file [160];
+    tu_tmpdir (dir, sizeof dir, "test_ch_util");
+    tu_path (deep, sizeof deep, dir, "a/b/c");
     assert_int_equal (ch_mkdir_p (deep, 0700), 0);
     assert_int_equal (ch_mkdir_p (deep, 0700), 0);      //  already there: fine
-    char file [160];
-    snprintf (file, sizeof file, "%s/f", deep);
-    FILE *f = fopen (file, "w");
-    fputs ("abc", f);
-    fclose (f);
+    tu_write_file (deep, "f", "abc");
+    tu_path (file, sizeof file, deep, "f");
     off_t size = 0;
     assert_int_equal (ch_sha256_file (file, 0, hex, &size), 0);
     assert_int_equal (size, 3);
     assert_string_equal (hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    char cmd [200];
-    snprintf (cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal (system (cmd), 0);
+    tu_rmtree (dir);
 }
 
 int

@@ -21,23 +21,21 @@
 #include "ch_util.h"
 #include "gi_files.h"
 #include "gi_sys.h"
+#include "tu.h"
 
 #define S_SHA_HELLO "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
 #define S_SHA_EMPTY "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 typedef struct {
-    char root [64];                             //  stands for /workspace
+    char root [TU_DIR_MAX];                     //  stands for /workspace
     char outside [64];                          //  a sibling a symlink may point at
 } fixture_t;
 
 static int
 s_setup (void **state)
 {
-    fixture_t *f = calloc (1, sizeof *f);
-    snprintf (f->root, sizeof f->root, "/tmp/test_gi_files_XXXXXX");
-    snprintf (f->outside, sizeof f->outside, "/tmp/test_gi_files_out_XXXXXX");
-    assert_non_null (mkdtemp (f->root));
-    assert_non_null (mkdtemp (f->outside));
+    fixture_t *f = tu_fixture_new (sizeof *f, "test_gi_files");
+    tu_tmpdir (f->outside, sizeof f->outside, "test_gi_files_out");
     assert_int_equal (gi_files_set_root (f->root), 0);
     umask (022);
     *state = f;
@@ -48,32 +46,18 @@ static int
 s_teardown (void **state)
 {
     fixture_t *f = (fixture_t *) *state;
-    char cmd [160], mnt [PATH_MAX];
+    char mnt [PATH_MAX];
     gi_files_set_root (NULL);
-    snprintf (mnt, sizeof mnt, "%s/mnt", f->root);
-    umount2 (mnt, MNT_DETACH);                  //  left by a failed mount test
-    snprintf (cmd, sizeof cmd, "rm -rf %s %s", f->root, f->outside);
-    assert_int_equal (system (cmd), 0);
-    free (f);
-    return 0;
+    umount2 (tu_path (mnt, sizeof mnt, f->root, "mnt"), MNT_DETACH);   //  left by a failed test
+    tu_rmtree (f->outside);
+    return tu_fixture_teardown (state);
 }
 
 //  root/rel on disk.
 static const char *
 s_disk (const fixture_t *f, const char *rel, char *buf, size_t len)
 {
-    snprintf (buf, len, "%s/%s", f->root, rel);
-    return buf;
-}
-
-static void
-s_write (const fixture_t *f, const char *rel, const char *text)
-{
-    char path [PATH_MAX];
-    FILE *file = fopen (s_disk (f, rel, path, sizeof path), "w");
-    assert_non_null (file);
-    fputs (text, file);
-    fclose (file);
+    return tu_path (buf, len, f->root, rel);
 }
 
 //  The whole file at root/rel as a string ("" when missing).
@@ -100,6 +84,19 @@ s_exists (const fixture_t *f, const char *rel)
     return lstat (s_disk (f, rel, path, sizeof path), &st) == 0;
 }
 
+//  The mode of root/rel, which put made: handed to the kernel user when
+//  we are root.
+static mode_t
+s_made_mode (const fixture_t *f, const char *rel)
+{
+    char path [PATH_MAX];
+    struct stat st;
+    assert_int_equal (stat (s_disk (f, rel, path, sizeof path), &st), 0);
+    if (geteuid () == 0)
+        assert_int_equal (st.st_uid, GI_KERNEL_UID);
+    return st.st_mode;
+}
+
 static int
 s_put (const char *path, const char *text, int append, unsigned mode)
 {
@@ -111,12 +108,16 @@ static void
 test_gi_files_relative_accepts_paths_below_workspace_only (void **state)
 {
     (void) state;
-    assert_string_equal (gi_files_relative ("a/b.csv"), "a/b.csv");
-    assert_string_equal (gi_files_relative ("/workspace/a/b.csv"), "a/b.csv");
-    assert_string_equal (gi_files_relative ("/workspace//out/x"), "out/x");
-    assert_string_equal (gi_files_relative ("./a"), "./a");
-    assert_string_equal (gi_files_relative ("a/../b"), "a/../b");    //  stays inside
-    assert_string_equal (gi_files_relative ("..."), "...");          //  a name
+    const struct { const char *path, *rel; } accepted [] = {
+        { "a/b.csv", "a/b.csv" },
+        { "/workspace/a/b.csv", "a/b.csv" },
+        { "/workspace//out/x", "out/x" },
+        { "./a", "./a" },
+        { "a/../b", "a/../b" },                 //  stays inside
+        { "...", "..." },                       //  a name
+    };
+    for (size_t i = 0; i < sizeof accepted / sizeof accepted [0]; i++)
+        assert_string_equal (gi_files_relative (accepted [i].path), accepted [i].rel);
     const char *refused [] = {
         "", "/workspace", "/workspace/", "/workspacex/a", "/etc/passwd", "/tmp/x",
         "..", "../etc/passwd", "/workspace/../etc/passwd", "out/../../etc/shadow",
@@ -139,12 +140,7 @@ test_gi_files_put_creates_a_file_and_reports_size_and_sha256 (void **state)
     assert_int_equal (info.size, 5);
     assert_string_equal (info.sha256, S_SHA_HELLO);
     assert_string_equal (s_read (f, "hello.txt"), "hello");
-    char path [PATH_MAX];
-    struct stat st;
-    assert_int_equal (stat (s_disk (f, "hello.txt", path, sizeof path), &st), 0);
-    assert_int_equal (st.st_mode & 07777, 0644);
-    if (geteuid () == 0)                        //  handed to the kernel user
-        assert_int_equal (st.st_uid, GI_KERNEL_UID);
+    assert_int_equal (s_made_mode (f, "hello.txt") & 07777, 0644);
 }
 
 static void
@@ -156,13 +152,9 @@ test_gi_files_put_relative_path_creates_missing_parents (void **state)
                                     &info), 0);
     assert_string_equal (info.path, "/workspace/data/deep/in.csv");
     assert_string_equal (s_read (f, "data/deep/in.csv"), "a,b\n");
-    char path [PATH_MAX];
-    struct stat st;
-    assert_int_equal (stat (s_disk (f, "data/deep", path, sizeof path), &st), 0);
-    assert_true (S_ISDIR (st.st_mode));
-    assert_int_equal (st.st_mode & 0777, 0755);
-    if (geteuid () == 0)
-        assert_int_equal (st.st_uid, GI_KERNEL_UID);
+    mode_t mode = s_made_mode (f, "data/deep");
+    assert_true (S_ISDIR (mode));
+    assert_int_equal (mode & 0777, 0755);
     //  Existing directories are taken as they are.
     assert_int_equal (s_put ("data/other.csv", "x", 0, 0), 0);
     assert_string_equal (s_read (f, "data/deep/in.csv"), "a,b\n");
@@ -206,7 +198,7 @@ test_gi_files_put_without_bytes_makes_an_empty_file (void **state)
 {
     fixture_t *f = (fixture_t *) *state;
     gi_file_info_t info;
-    s_write (f, "full.txt", "old");
+    tu_write_file (f->root, "full.txt", "old");
     assert_int_equal (gi_files_put ("full.txt", NULL, 0, 0, 0, &info), 0);
     assert_int_equal (info.size, 0);
     assert_string_equal (info.sha256, S_SHA_EMPTY);
@@ -218,7 +210,7 @@ test_gi_files_put_refuses_growing_past_the_file_cap (void **state)
 {
     fixture_t *f = (fixture_t *) *state;
     char path [PATH_MAX];
-    s_write (f, "big", "");
+    tu_write_file (f->root, "big", "");
     assert_int_equal (truncate (s_disk (f, "big", path, sizeof path), (off_t) GI_FILE_MAX), 0);
     assert_int_equal (s_put ("big", "x", 1, 0), -EFBIG);
     struct stat st;
@@ -253,7 +245,7 @@ test_gi_files_put_refuses_symlinks_anywhere_on_the_way (void **state)
 {
     fixture_t *f = (fixture_t *) *state;
     char path [PATH_MAX], target [PATH_MAX];
-    s_write (f, "target.txt", "keep");
+    tu_write_file (f->root, "target.txt", "keep");
     assert_int_equal (symlink ("target.txt", s_disk (f, "link", path, sizeof path)), 0);
     assert_int_equal (symlink (f->outside, s_disk (f, "dirlink", path, sizeof path)), 0);
     assert_int_equal (mkdir (s_disk (f, "sub", path, sizeof path), 0755), 0);
@@ -297,7 +289,7 @@ test_gi_files_refuse_crossing_a_mount (void **state)
     assert_int_equal (mkdir (s_disk (f, "mnt", path, sizeof path), 0755), 0);
     if (mount ("none", path, "tmpfs", 0, "size=1m") < 0)
         skip ();                                //  not root: nothing to cross
-    s_write (f, "mnt/in.txt", "mounted");
+    tu_write_file (f->root, "mnt/in.txt", "mounted");
     uint8_t *data = NULL;
     gi_file_info_t info;
     assert_int_equal (gi_files_get ("mnt/in.txt", 0, 100, &data, &info), -EXDEV);
@@ -350,7 +342,7 @@ test_gi_files_get_caps_a_chunk_at_chunk_max (void **state)
 {
     fixture_t *f = (fixture_t *) *state;
     char path [PATH_MAX];
-    s_write (f, "huge", "");
+    tu_write_file (f->root, "huge", "");
     assert_int_equal (truncate (s_disk (f, "huge", path, sizeof path),
                                 (off_t) GI_CHUNK_MAX + 10), 0);
     uint8_t *data = NULL;
@@ -387,7 +379,7 @@ test_gi_files_get_refuses_symlinks_and_escapes (void **state)
 {
     fixture_t *f = (fixture_t *) *state;
     char path [PATH_MAX], abs [PATH_MAX];
-    s_write (f, "real.txt", "real");
+    tu_write_file (f->root, "real.txt", "real");
     assert_int_equal (symlink ("real.txt", s_disk (f, "link", path, sizeof path)), 0);
     assert_int_equal (symlink ("/etc", s_disk (f, "etc", path, sizeof path)), 0);
     uint8_t *data = NULL;

@@ -19,59 +19,22 @@
 #include "gw_args.h"
 #include "gw_log.h"
 #include "gw_tplmeta.h"
+#include "tu.h"
 
 #define S_VM (GW_ARGS_BUILDER | GW_ARGS_POOL)
 
 typedef struct {
-    char dir [64];                              //  scratch
+    char dir [TU_DIR_MAX];                      //  scratch
     char image [96], image2 [96];               //  two fake images
 } fixture_t;
-
-static void
-s_write (const char *dir, const char *name, const char *text)
-{
-    char path [160];
-    snprintf (path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen (path, "w");
-    assert_non_null (f);
-    fputs (text, f);
-    fclose (f);
-}
-
-static void
-s_fake_image (const char *dir, const char *hash)
-{
-    char json [64];
-    assert_int_equal (mkdir (dir, 0700), 0);
-    snprintf (json, sizeof json, "{\"image_hash\": \"%s\"}", hash);
-    s_write (dir, "image.json", json);
-    s_write (dir, "vmlinux", "k");
-    s_write (dir, "initrd.img", "i");
-    s_write (dir, "rootfs.ext4", "r");
-}
 
 static int
 s_setup (void **state)
 {
-    fixture_t *f = calloc (1, sizeof *f);
-    snprintf (f->dir, sizeof f->dir, "/tmp/test_gw_args_XXXXXX");
-    assert_non_null (mkdtemp (f->dir));
-    snprintf (f->image, sizeof f->image, "%s/image", f->dir);
-    snprintf (f->image2, sizeof f->image2, "%s/image2", f->dir);
-    s_fake_image (f->image, "aaaa");
-    s_fake_image (f->image2, "bbbb");
+    fixture_t *f = tu_fixture_new (sizeof *f, "test_gw_args");
+    tu_fake_image (tu_path (f->image, sizeof f->image, f->dir, "image"), "aaaa");
+    tu_fake_image (tu_path (f->image2, sizeof f->image2, f->dir, "image2"), "bbbb");
     *state = f;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    fixture_t *f = *state;
-    char cmd [128];
-    snprintf (cmd, sizeof cmd, "rm -rf %s", f->dir);
-    assert_int_equal (system (cmd), 0);
-    free (f);
     return 0;
 }
 
@@ -256,12 +219,11 @@ test_parse_checks_values (void **state)
 int
 main (void)
 {
+#define S_TEST(name) cmocka_unit_test_setup_teardown (name, s_setup, tu_fixture_teardown)
     gw_log_init (GW_LOG_ERROR, NULL);
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test_setup_teardown (
-            test_every_option_that_keys_templates_reaches_both_children, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (
-            test_child_argv_round_trips_and_leaves_the_session_out, s_setup, s_teardown),
+        S_TEST (test_every_option_that_keys_templates_reaches_both_children),
+        S_TEST (test_child_argv_round_trips_and_leaves_the_session_out),
         cmocka_unit_test (test_parse_checks_values),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

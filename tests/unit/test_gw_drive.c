@@ -100,14 +100,21 @@ s_kernel_turn (peer_t *p, ch_msg_t *req)
     s_send_at_once (p->fd, out);
 }
 
+//  req's content kept as the last seen.
+static void
+s_seen (peer_t *p, const ch_msg_t *req)
+{
+    json_decref (p->seen);
+    p->seen = json_deep_copy (ch_msg_content (req));
+}
+
 static void *
 s_kernel_main (void *arg)
 {
     peer_t *p = arg;
     ch_msg_t *req;
     while ((req = s_next (p))) {
-        json_decref (p->seen);
-        p->seen = json_deep_copy (ch_msg_content (req));
+        s_seen (p, req);
         p->requests++;
         if (strcmp (p->mode, "mute") != 0)
             s_kernel_turn (p, req);
@@ -116,22 +123,31 @@ s_kernel_main (void *arg)
     return NULL;
 }
 
+//  A fake peer (mode) running main on one end of a new socketpair; the
+//  driver's end returned.
+static int
+s_peer (peer_t *p, const char *mode, void *(*main_fn) (void *))
+{
+    int sv [2];
+    assert_int_equal (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    *p = (peer_t) { .fd = sv [1], .mode = mode, .asm_ = ch_asm_new (NULL) };
+    assert_int_equal (pthread_create (&p->thread, NULL, main_fn, p), 0);
+    return sv [0];
+}
+
 //  A driver over a fake kernel (mode) and, when init_fd_p is not NULL, an
 //  init port whose far end goes to *init_fd_p.
 static gw_drive_t *
 s_drive (peer_t *p, const char *mode, int *init_fd_p, int timeout_ms)
 {
-    int k [2], i [2];
-    assert_int_equal (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, k), 0);
+    int kfd = s_peer (p, mode, s_kernel_main), i [2];
     assert_int_equal (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, i), 0);
-    *p = (peer_t) { .fd = k [1], .mode = mode, .asm_ = ch_asm_new (NULL) };
-    assert_int_equal (pthread_create (&p->thread, NULL, s_kernel_main, p), 0);
     gw_init_t *init = gw_init_new (i [0], CH_FRAME_MAX_DEFAULT);
     if (init_fd_p)
         *init_fd_p = i [1];
     else
         close (i [1]);
-    return gw_drive_adopt (&init, k [0], timeout_ms);
+    return gw_drive_adopt (&init, kfd, timeout_ms);
 }
 
 static void
@@ -234,8 +250,7 @@ s_init_main (void *arg)
     ch_msg_t *req;
     while ((req = s_next (p))) {
         if (++p->requests == 2) {
-            json_decref (p->seen);
-            p->seen = json_deep_copy (ch_msg_content (req));
+            s_seen (p, req);
             ch_msg_t *out [2] = { s_answer (req, CH_CELLVM, "hello", "{\"protocol\": "
                 "\"cellvm-init\", \"version\": 1, \"role\": \"init\", \"entropy_bytes\": 64}") };
             s_send_at_once (p->fd, out);
@@ -249,11 +264,8 @@ static void
 test_init_hello_repeats_until_answered (void **state)
 {
     (void) state;
-    int i [2];
-    assert_int_equal (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, i), 0);
-    peer_t p = { .fd = i [1], .mode = "init", .asm_ = ch_asm_new (NULL) };
-    assert_int_equal (pthread_create (&p.thread, NULL, s_init_main, &p), 0);
-    gw_init_t *init = gw_init_new (i [0], CH_FRAME_MAX_DEFAULT);
+    peer_t p;
+    gw_init_t *init = gw_init_new (s_peer (&p, "init", s_init_main), CH_FRAME_MAX_DEFAULT);
     gw_drive_t *drive = gw_drive_adopt (&init, -1, 5000);
     assert_null (init);
     uint8_t pool [64] = { 1 };

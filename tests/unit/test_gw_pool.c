@@ -27,6 +27,7 @@
 #include "gw_log.h"
 #include "gw_pool.h"
 #include "gw_poold.h"
+#include "tu.h"
 
 #define S_SERIALS 16
 
@@ -46,7 +47,7 @@ typedef struct {
 } mock_clone_t;
 
 typedef struct {
-    char dir [64], sock [96], log [96];
+    char dir [TU_DIR_MAX], sock [96], log [96];
     mock_t mock;
     pid_t daemon;
 } fixture_t;
@@ -181,12 +182,10 @@ m_pss_mib (void *ctx, int pid)
 static int
 s_setup (void **state)
 {
-    fixture_t *f = calloc (1, sizeof *f);
-    snprintf (f->dir, sizeof f->dir, "/tmp/test_gw_pool_XXXXXX");
-    assert_non_null (mkdtemp (f->dir));
-    snprintf (f->sock, sizeof f->sock, "%s/pool.sock", f->dir);
-    snprintf (f->log, sizeof f->log, "%s/daemon.log", f->dir);
-    snprintf (f->mock.events, sizeof f->mock.events, "%s/events", f->dir);
+    fixture_t *f = tu_fixture_new (sizeof *f, "test_gw_pool");
+    tu_path (f->sock, sizeof f->sock, f->dir, "pool.sock");
+    tu_path (f->log, sizeof f->log, f->dir, "daemon.log");
+    tu_path (f->mock.events, sizeof f->mock.events, f->dir, "events");
     f->mock.pss_mib = 10;
     *state = f;
     return 0;
@@ -200,11 +199,7 @@ s_teardown (void **state)
         kill (f->daemon, SIGTERM);
         waitpid (f->daemon, NULL, 0);
     }
-    char cmd [128];
-    snprintf (cmd, sizeof cmd, "rm -rf %s", f->dir);
-    assert_int_equal (system (cmd), 0);
-    free (f);
-    return 0;
+    return tu_fixture_teardown (state);
 }
 
 static void

@@ -20,41 +20,18 @@
 #include <cmocka.h>
 
 #include "gw_rundir.h"
+#include "tu.h"
 
 typedef struct {
-    char base [64];                             //  a fresh base per test
+    char base [TU_DIR_MAX];                     //  a fresh base per test
 } fixture_t;
 
 static int
 s_setup (void **state)
 {
-    fixture_t *f = calloc (1, sizeof *f);
-    snprintf (f->base, sizeof f->base, "/tmp/test_gw_rundir_XXXXXX");
-    assert_non_null (mkdtemp (f->base));
+    fixture_t *f = tu_fixture_new (sizeof *f, "test_gw_rundir");
     *state = f;
     return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    fixture_t *f = (fixture_t *) *state;
-    char cmd [128];
-    snprintf (cmd, sizeof cmd, "rm -rf %s", f->base);
-    assert_int_equal (system (cmd), 0);
-    free (f);
-    return 0;
-}
-
-static void
-s_write (const char *dir, const char *name, const char *text)
-{
-    char path [PATH_MAX];
-    snprintf (path, sizeof path, "%s/%s", dir, name);
-    FILE *file = fopen (path, "w");
-    assert_non_null (file);
-    fputs (text, file);
-    fclose (file);
 }
 
 static bool
@@ -108,7 +85,7 @@ test_gw_rundir_is_private_and_removed_with_all_in_it (void **state)
     close (fd);
     snprintf (path, sizeof path, "%s/sub", p);
     assert_int_equal (mkdir (path, 0700), 0);
-    s_write (path, "deep", "x");
+    tu_write_file (path, "deep", "x");
     snprintf (text, sizeof text, "%s", p);
     snprintf (path, sizeof path, "%s", p);
     gw_rundir_destroy (&dir);
@@ -142,7 +119,7 @@ test_gw_rundir_fixes_base_mode_and_refuses_unsafe_bases (void **state)
         assert_non_null (strstr (err, "owned by another user"));
     }
     snprintf (path, sizeof path, "%s/file", f->base);
-    s_write (f->base, "file", "");
+    tu_write_file (f->base, "file", "");
     assert_null (gw_rundir_new (path, err, sizeof err));
     assert_non_null (strstr (err, "not a directory"));
 }
@@ -181,9 +158,9 @@ s_fake_dir (fixture_t *f, const char *name, const char *pidfile, char *out, size
 {
     snprintf (out, cap, "%s/%s", f->base, name);
     assert_int_equal (mkdir (out, 0700), 0);
-    s_write (out, "console.log", "old\n");
+    tu_write_file (out, "console.log", "old\n");
     if (pidfile)
-        s_write (out, "gateway.pid", pidfile);
+        tu_write_file (out, "gateway.pid", pidfile);
 }
 
 static void
@@ -240,7 +217,7 @@ test_gw_rundir_sweep_kills_a_leftover_qemu (void **state)
     struct timespec ts = { 0, 50 * 1000 * 1000 };
     nanosleep (&ts, NULL);                      //  let both exec
     snprintf (text, sizeof text, "%d\n", (int) qemu);
-    s_write (dir, "qemu.pid", text);
+    tu_write_file (dir, "qemu.pid", text);
     assert_int_equal (gw_rundir_sweep (f->base), 1);
     int status = 0;
     assert_int_equal (waitpid (qemu, &status, 0), qemu);
@@ -250,7 +227,7 @@ test_gw_rundir_sweep_kills_a_leftover_qemu (void **state)
     snprintf (text, sizeof text, "%d 12345\n", (int) s_dead_pid ());
     s_fake_dir (f, "vm-6-lying", text, dir, sizeof dir);
     snprintf (text, sizeof text, "%d\n", (int) innocent);
-    s_write (dir, "qemu.pid", text);
+    tu_write_file (dir, "qemu.pid", text);
     assert_int_equal (gw_rundir_sweep (f->base), 1);
     assert_int_equal (waitpid (innocent, &status, WNOHANG), 0);
     kill (innocent, SIGKILL);
@@ -260,17 +237,14 @@ test_gw_rundir_sweep_kills_a_leftover_qemu (void **state)
 int
 main (void)
 {
+#define S_TEST(name) cmocka_unit_test_setup_teardown (name, s_setup, tu_fixture_teardown)
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test_setup_teardown (test_gw_rundir_is_private_and_removed_with_all_in_it,
-                                         s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_gw_rundir_fixes_base_mode_and_refuses_unsafe_bases,
-                                         s_setup, s_teardown),
+        S_TEST (test_gw_rundir_is_private_and_removed_with_all_in_it),
+        S_TEST (test_gw_rundir_fixes_base_mode_and_refuses_unsafe_bases),
         cmocka_unit_test (test_gw_rundir_default_base_is_on_disk),
         cmocka_unit_test (test_gw_rundir_parses_start_time),
-        cmocka_unit_test_setup_teardown (test_gw_rundir_sweep_removes_only_dead_gateways_dirs,
-                                         s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_gw_rundir_sweep_kills_a_leftover_qemu,
-                                         s_setup, s_teardown),
+        S_TEST (test_gw_rundir_sweep_removes_only_dead_gateways_dirs),
+        S_TEST (test_gw_rundir_sweep_kills_a_leftover_qemu),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

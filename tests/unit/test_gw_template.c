@@ -22,69 +22,16 @@
 #include "gw_log.h"
 #include "gw_template.h"
 #include "gw_tplmeta.h"
+#include "tu.h"
+#include "tu_gw.h"
 
-typedef struct {
-    char dir [64];                              //  scratch
-    char image [96], base [96];
-    gw_vm_config_t cfg;
-} fixture_t;
-
-static void
-s_write (const char *path, const char *text)
-{
-    FILE *f = fopen (path, "w");
-    assert_non_null (f);
-    fputs (text, f);
-    fclose (f);
-}
-
-static void
-s_image_file (fixture_t *f, const char *name, const char *text)
-{
-    char path [160];
-    snprintf (path, sizeof path, "%s/%s", f->image, name);
-    s_write (path, text);
-}
+typedef tu_gw_tpl_fixture_t fixture_t;
 
 static int
 s_setup (void **state)
 {
-    fixture_t *f = calloc (1, sizeof *f);
-    snprintf (f->dir, sizeof f->dir, "/tmp/test_gw_template_XXXXXX");
-    assert_non_null (mkdtemp (f->dir));
-    snprintf (f->image, sizeof f->image, "%s/image", f->dir);
-    snprintf (f->base, sizeof f->base, "%s/templates", f->dir);
-    mkdir (f->image, 0700);
-    mkdir (f->base, 0700);
-    s_image_file (f, "image.json", "{\"image_hash\": \"aaaa\"}");
-    s_image_file (f, "vmlinux", "k");
-    s_image_file (f, "initrd.img", "i");
-    s_image_file (f, "rootfs.ext4", "r");
-    gw_vm_config_defaults (&f->cfg);
-    f->cfg.image_dir = f->image;
-    f->cfg.accel = GW_ACCEL_TCG;
-    f->cfg.mem_mib = 64;
-    *state = f;
+    *state = tu_gw_tpl_fixture_new ("test_gw_template", "templates");
     return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    fixture_t *f = *state;
-    char cmd [128];
-    snprintf (cmd, sizeof cmd, "rm -rf %s", f->dir);
-    assert_int_equal (system (cmd), 0);
-    free (f);
-    return 0;
-}
-
-static void
-s_key (const gw_vm_config_t *cfg, char key [GW_TPLMETA_KEY_LEN + 1])
-{
-    char err [256];
-    assert_int_equal (gw_tplmeta_key (cfg, key, GW_TPLMETA_KEY_LEN + 1, err, sizeof err), 0);
-    assert_int_equal (strlen (key), GW_TPLMETA_KEY_LEN);
 }
 
 static void
@@ -105,31 +52,45 @@ test_default_dir_is_outside_the_tree_and_configurable (void **state)
     unsetenv ("CELLVM_TEMPLATE_DIR");
 }
 
-//  A template that passes every check, in BASE/<key>.
+//  A template that passes every check, in f->tpl/<key> (f->tpl is the base).
 static void
 s_fake_template (fixture_t *f, char *tdir, size_t cap)
 {
     char key [32], path [256], sha [65], meta [512];
-    s_key (&f->cfg, key);
-    snprintf (tdir, cap, "%s/%s", f->base, key);
+    tu_gw_key (&f->cfg, key);
+    tu_path (tdir, cap, f->tpl, key);
     mkdir (tdir, 0700);
     const char *state = "QEVM fake device state";
-    snprintf (path, sizeof path, "%s/state", tdir);
-    s_write (path, state);
+    tu_write_file (tdir, "state", state);
     unsigned char md [32];
     EVP_Digest (state, strlen (state), md, NULL, EVP_sha256 (), NULL);
     for (int i = 0; i < 32; i++)
         sprintf (sha + 2 * i, "%02x", md [i]);
-    snprintf (path, sizeof path, "%s/ram", tdir);
-    int fd = open (path, O_WRONLY | O_CREAT, 0600);
+    int fd = open (tu_path (path, sizeof path, tdir, "ram"), O_WRONLY | O_CREAT, 0600);
     assert_int_equal (ftruncate (fd, (off_t) f->cfg.mem_mib << 20), 0);
     close (fd);
-    snprintf (path, sizeof path, "%s/workspace.qcow2", tdir);
-    s_write (path, "qcow");
+    tu_write_file (tdir, "workspace.qcow2", "qcow");
     snprintf (meta, sizeof meta, "{\"key\": \"%s\", \"state_bytes\": %zu, \"state_sha256\": "
               "\"%s\", \"tsc_khz\": 2000000}", key, strlen (state), sha);
-    snprintf (path, sizeof path, "%s/meta.json", tdir);
-    s_write (path, meta);
+    tu_write_file (tdir, "meta.json", meta);
+}
+
+//  The template in tdir broken the way how names.
+static void
+s_break (const char *tdir, const char *how)
+{
+    char path [256];
+    if (!strcmp (how, "truncate"))
+        assert_int_equal (truncate (tu_path (path, sizeof path, tdir, "state"), 4), 0);
+    else if (!strcmp (how, "flip"))                 //  same size, other bytes
+        tu_write_file (tdir, "state", "QEVM fake device statE");
+    else if (!strcmp (how, "ram"))
+        assert_int_equal (truncate (tu_path (path, sizeof path, tdir, "ram"), 4096), 0);
+    else if (!strcmp (how, "key") || !strcmp (how, "meta"))
+        tu_write_file (tdir, "meta.json", !strcmp (how, "key") ? "{\"key\": \"other\"}"
+                                                               : "not json");
+    else
+        unlink (tu_path (path, sizeof path, tdir, "workspace.qcow2"));
 }
 
 static int
@@ -137,7 +98,7 @@ s_open (fixture_t *f)
 {
     char err [512];
     int rc = 1;
-    gw_template_t *t = gw_template_open (f->base, &f->cfg, &rc, err, sizeof err);
+    gw_template_t *t = gw_template_open (f->tpl, &f->cfg, &rc, err, sizeof err);
     assert_true ((t != NULL) == (rc == 0));
     gw_template_destroy (&t);
     assert_null (t);
@@ -148,33 +109,14 @@ static void
 test_open_accepts_an_intact_template_and_nothing_else (void **state)
 {
     fixture_t *f = *state;
-    char tdir [160], path [200];
+    char tdir [160];
     assert_int_equal (s_open (f), -ENOENT);
     //  Each way of breaking it: detected, and the template deleted.
     const char *breaks [] = { "truncate", "flip", "ram", "key", "meta", "disk" };
     for (size_t i = 0; i < sizeof breaks / sizeof breaks [0]; i++) {
         s_fake_template (f, tdir, sizeof tdir);
         assert_int_equal (s_open (f), 0);
-        if (!strcmp (breaks [i], "truncate")) {
-            snprintf (path, sizeof path, "%s/state", tdir);
-            assert_int_equal (truncate (path, 4), 0);
-        }
-        else if (!strcmp (breaks [i], "flip")) {
-            snprintf (path, sizeof path, "%s/state", tdir);
-            s_write (path, "QEVM fake device statE");   //  same size, other bytes
-        }
-        else if (!strcmp (breaks [i], "ram")) {
-            snprintf (path, sizeof path, "%s/ram", tdir);
-            assert_int_equal (truncate (path, 4096), 0);
-        }
-        else if (!strcmp (breaks [i], "key") || !strcmp (breaks [i], "meta")) {
-            snprintf (path, sizeof path, "%s/meta.json", tdir);
-            s_write (path, !strcmp (breaks [i], "key") ? "{\"key\": \"other\"}" : "not json");
-        }
-        else {
-            snprintf (path, sizeof path, "%s/workspace.qcow2", tdir);
-            unlink (path);
-        }
+        s_break (tdir, breaks [i]);
         assert_int_equal (s_open (f), -ESTALE);
         assert_int_equal (access (tdir, F_OK), -1);     //  deleted, to be rebuilt
         assert_int_equal (s_open (f), -ENOENT);
@@ -188,7 +130,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_default_dir_is_outside_the_tree_and_configurable),
         cmocka_unit_test_setup_teardown (test_open_accepts_an_intact_template_and_nothing_else,
-                                         s_setup, s_teardown),
+                                         s_setup, tu_fixture_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -17,64 +17,16 @@
 
 #include "gw_log.h"
 #include "gw_tplmeta.h"
+#include "tu.h"
+#include "tu_gw.h"
 
-typedef struct {
-    char dir [64];                              //  scratch
-    char image [96], tpl [96];
-    gw_vm_config_t cfg;
-} fixture_t;
-
-static void
-s_write (const char *dir, const char *name, const char *text)
-{
-    char path [160];
-    snprintf (path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen (path, "w");
-    assert_non_null (f);
-    fputs (text, f);
-    fclose (f);
-}
+typedef tu_gw_tpl_fixture_t fixture_t;
 
 static int
 s_setup (void **state)
 {
-    fixture_t *f = calloc (1, sizeof *f);
-    snprintf (f->dir, sizeof f->dir, "/tmp/test_gw_tplmeta_XXXXXX");
-    assert_non_null (mkdtemp (f->dir));
-    snprintf (f->image, sizeof f->image, "%s/image", f->dir);
-    snprintf (f->tpl, sizeof f->tpl, "%s/tpl", f->dir);
-    mkdir (f->image, 0700);
-    mkdir (f->tpl, 0700);
-    s_write (f->image, "image.json", "{\"image_hash\": \"aaaa\"}");
-    s_write (f->image, "vmlinux", "k");
-    s_write (f->image, "initrd.img", "i");
-    s_write (f->image, "rootfs.ext4", "r");
-    gw_vm_config_defaults (&f->cfg);
-    f->cfg.image_dir = f->image;
-    f->cfg.accel = GW_ACCEL_TCG;
-    f->cfg.mem_mib = 64;
-    *state = f;
+    *state = tu_gw_tpl_fixture_new ("test_gw_tplmeta", "tpl");
     return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    fixture_t *f = *state;
-    char cmd [128];
-    snprintf (cmd, sizeof cmd, "rm -rf %s", f->dir);
-    assert_int_equal (system (cmd), 0);
-    free (f);
-    return 0;
-}
-
-static void
-s_key (const gw_vm_config_t *cfg, char key [GW_TPLMETA_KEY_LEN + 1])
-{
-    char err [256];
-    assert_int_equal (gw_tplmeta_key (cfg, key, GW_TPLMETA_KEY_LEN + 1, err, sizeof err), 0);
-    assert_int_equal (strlen (key), GW_TPLMETA_KEY_LEN);
-    assert_int_equal (strspn (key, "0123456789abcdef"), GW_TPLMETA_KEY_LEN);
 }
 
 //  The key of cfg changed by one field differs from k0.
@@ -82,7 +34,7 @@ static void
 s_differs (const gw_vm_config_t *c, const char *k0)
 {
     char k1 [32];
-    s_key (c, k1);
+    tu_gw_key (c, k1);
     assert_string_not_equal (k0, k1);
 }
 
@@ -91,8 +43,8 @@ test_key_is_stable_and_covers_what_a_clone_must_match (void **state)
 {
     fixture_t *f = *state;
     char k0 [32], k1 [32], err [128];
-    s_key (&f->cfg, k0);
-    s_key (&f->cfg, k1);
+    tu_gw_key (&f->cfg, k0);
+    tu_gw_key (&f->cfg, k1);
     assert_string_equal (k0, k1);
     gw_vm_config_t c [8];
     for (int i = 0; i < 8; i++)
@@ -107,12 +59,12 @@ test_key_is_stable_and_covers_what_a_clone_must_match (void **state)
     for (int i = 0; i < 7; i++)
         s_differs (&c [i], k0);
     c [7].run_base = "/elsewhere";              //  where clones run: not part of it
-    s_key (&c [7], k1);
+    tu_gw_key (&c [7], k1);
     assert_string_equal (k0, k1);
-    s_write (f->image, "image.json", "{\"image_hash\": \"bbbb\"}");  //  a new image
+    tu_write_file (f->image, "image.json", "{\"image_hash\": \"bbbb\"}");  //  a new image
     s_differs (&f->cfg, k0);
-    s_write (f->image, "image.json", "{\"image_hash\": \"aaaa\"}");
-    s_write (f->image, "rootfs.ext4", "rr");    //  same hash, but the file changed
+    tu_write_file (f->image, "image.json", "{\"image_hash\": \"aaaa\"}");
+    tu_write_file (f->image, "rootfs.ext4", "rr");    //  same hash, but the file changed
     s_differs (&f->cfg, k0);
     c [7].image_dir = NULL;
     assert_int_equal (gw_tplmeta_key (&c [7], k1, sizeof k1, err, sizeof err), -EINVAL);
@@ -123,9 +75,9 @@ static void
 s_fake_template (fixture_t *f, char key [32])
 {
     char path [160];
-    s_key (&f->cfg, key);
-    s_write (f->tpl, GW_TPL_STATE, "QEVM fake device state");
-    s_write (f->tpl, GW_TPL_DISK, "qcow");
+    tu_gw_key (&f->cfg, key);
+    tu_write_file (f->tpl, GW_TPL_STATE, "QEVM fake device state");
+    tu_write_file (f->tpl, GW_TPL_DISK, "qcow");
     snprintf (path, sizeof path, "%s/" GW_TPL_RAM, f->tpl);
     int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     assert_int_equal (ftruncate (fd, (off_t) f->cfg.mem_mib << 20), 0);
@@ -159,7 +111,7 @@ test_written_meta_reads_back_and_passes (void **state)
     assert_true (json_equal (gw_tplmeta_recorded (meta), inputs));
     json_decref (inputs);
     gw_tplmeta_destroy (&meta);
-    s_write (f->tpl, GW_TPL_META, "{\"key\": \"k\", \"tsc_khz\": 99000000}");
+    tu_write_file (f->tpl, GW_TPL_META, "{\"key\": \"k\", \"tsc_khz\": 99000000}");
     meta = gw_tplmeta_load (f->tpl);
     assert_int_equal (gw_tplmeta_tsc_khz (meta), 0);            //  out of range
     assert_null (gw_tplmeta_recorded (meta));
@@ -174,9 +126,9 @@ test_check_names_what_is_wrong (void **state)
     char key [32], path [160];
     s_fake_template (f, key);
     assert_string_equal (s_check (f, "0123456789abcdef01234567"), "meta.json names another key");
-    s_write (f->tpl, GW_TPL_STATE, "QEVM fake device statE");   //  same size, other bytes
+    tu_write_file (f->tpl, GW_TPL_STATE, "QEVM fake device statE");   //  same size, other bytes
     assert_string_equal (s_check (f, key), "state file checksum mismatch");
-    s_write (f->tpl, GW_TPL_STATE, "QEVM");
+    tu_write_file (f->tpl, GW_TPL_STATE, "QEVM");
     assert_string_equal (s_check (f, key), "state file missing or truncated");
     s_fake_template (f, key);
     snprintf (path, sizeof path, "%s/" GW_TPL_DISK, f->tpl);
@@ -187,22 +139,21 @@ test_check_names_what_is_wrong (void **state)
     assert_int_equal (truncate (path, 4096), 0);
     assert_string_equal (s_check (f, key), "RAM file missing or of the wrong size");
     s_fake_template (f, key);
-    s_write (f->tpl, GW_TPL_META, "not json");
+    tu_write_file (f->tpl, GW_TPL_META, "not json");
     assert_string_equal (s_check (f, key), "meta.json missing or not JSON");
-    s_write (f->tpl, GW_TPL_META, "[1, 2]");
+    tu_write_file (f->tpl, GW_TPL_META, "[1, 2]");
     assert_string_equal (s_check (f, key), "meta.json missing or not JSON");
 }
 
 int
 main (void)
 {
+#define S_TEST(name) cmocka_unit_test_setup_teardown (name, s_setup, tu_fixture_teardown)
     gw_log_init (GW_LOG_ERROR, NULL);
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test_setup_teardown (test_key_is_stable_and_covers_what_a_clone_must_match,
-                                         s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_written_meta_reads_back_and_passes,
-                                         s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_check_names_what_is_wrong, s_setup, s_teardown),
+        S_TEST (test_key_is_stable_and_covers_what_a_clone_must_match),
+        S_TEST (test_written_meta_reads_back_and_passes),
+        S_TEST (test_check_names_what_is_wrong),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "gw_tplsweep.h"
+#include "tu.h"
 
 static char s_base [64];
 
@@ -61,8 +62,7 @@ static void
 test_gw_tplsweep_removes_superseded_and_idle_only (void **state)
 {
     (void) state;
-    snprintf (s_base, sizeof s_base, "/tmp/test_gw_tplsweep_XXXXXX");
-    assert_non_null (mkdtemp (s_base));
+    tu_tmpdir (s_base, sizeof s_base, "test_gw_tplsweep");
     s_template (OURS, 512, "2.0", 0);
     s_template (OLDIMG, 512, "1.0", 3600);      //  same settings, older image: goes
     s_template (OTHER, 1024, "2.0", 3600);      //  other memory, recent: stays
@@ -90,9 +90,7 @@ test_gw_tplsweep_removes_superseded_and_idle_only (void **state)
     assert_int_equal (gw_tplsweep (s_base, OURS, GW_TPLSWEEP_IDLE_S), 1);   //  BUSY, now free
     assert_false (s_exists (BUSY));
     assert_int_equal (gw_tplsweep (s_base, OURS, GW_TPLSWEEP_IDLE_S), 0);
-    char cmd [128];
-    snprintf (cmd, sizeof cmd, "rm -rf %s", s_base);
-    assert_int_equal (system (cmd), 0);
+    tu_rmtree (s_base);
     assert_int_equal (gw_tplsweep (s_base, OURS, GW_TPLSWEEP_IDLE_S), -ENOENT);
 }
 

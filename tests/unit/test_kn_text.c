@@ -39,10 +39,14 @@ static void
 test_kn_outfiles_mime_by_extension (void **state)
 {
     (void) state;
-    assert_string_equal (kn_outfiles_mime ("plot.PNG"), "image/png");
-    assert_string_equal (kn_outfiles_mime ("data.csv"), "text/csv");
-    assert_string_equal (kn_outfiles_mime ("noext"), "application/octet-stream");
-    assert_string_equal (kn_outfiles_mime (".bashrc"), "application/octet-stream");
+    const struct { const char *name, *mime; } cases [] = {
+        { "plot.PNG", "image/png" },
+        { "data.csv", "text/csv" },
+        { "noext", "application/octet-stream" },
+        { ".bashrc", "application/octet-stream" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++)
+        assert_string_equal (kn_outfiles_mime (cases [i].name), cases [i].mime);
 }
 
 int

@@ -1,0 +1,37 @@
+/*  tu - helpers the unit tests share: scratch directories, small files,
+    fake guest images. Each fails the running cmocka test when it cannot do
+    its job, so callers need not check.
+*/
+#ifndef TU_H_INCLUDED
+#define TU_H_INCLUDED
+
+#include <stddef.h>
+
+//  A fresh private directory /tmp/NAME_XXXXXX, its path into dir.
+void tu_tmpdir (char *dir, size_t cap, const char *name);
+
+//  A scratch fixture: a zeroed struct of size bytes whose first member is
+//  char dir [TU_DIR_MAX] (any name), holding a fresh tu_tmpdir (NAME).
+#define TU_DIR_MAX 64
+void *tu_fixture_new (size_t size, const char *name);
+
+//  A cmocka teardown for tu_fixture_new's fixtures: the scratch dir and all
+//  in it removed, the fixture freed.
+int tu_fixture_teardown (void **state);
+
+//  path and everything below it removed, like rm -rf (symlinks are removed,
+//  never followed; a path that is not there is fine). Files that appear
+//  meanwhile (a child still exiting) are waited out, for up to 2 s.
+void tu_rmtree (const char *path);
+
+//  dir/name into buf; returns buf.
+const char *tu_path (char *buf, size_t cap, const char *dir, const char *name);
+
+//  dir/name created or truncated, holding text.
+void tu_write_file (const char *dir, const char *name, const char *text);
+
+//  A fake guest image: dir made, holding image.json with this image_hash
+//  and one-byte vmlinux, initrd.img and rootfs.ext4.
+void tu_fake_image (const char *dir, const char *hash);
+
+#endif
