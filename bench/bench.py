@@ -2,13 +2,35 @@
 """cellvm benchmarks: one run, every backend side by side, one table.
 
 Every figure comes from the same jupyter_client driver code, so backends are
-compared like for like. Results also go to build/bench/results.json (or
-$CELLVM_BENCH_OUT) for A/B comparison between runs.
+compared like for like, and the driver sends what a frontend sends:
+`kc.execute(code)` with jupyter_client's defaults (store_history=True, not
+silent). Per kernel (`cellvm`, `cellvm-unsafe-local` and Debian's ipykernel
+`python3`):
+
+- start-to-ready; trivial cells `1` and `pass` (p50/p95 ms);
+- `for i in range(200000): print(i)` in lines/s, every line checked to have
+  arrived, in order (a row that did not FAILs loudly: exit status 1);
+- 20 MB as 100-byte lines in one write, and one 50 MB `print`, in MB/s
+  (1 MB = 10^6 bytes; the bytes are checked too);
+- a 2,000-row DataFrame rendered as HTML (p50/p95 ms);
+- first use, each in a FRESH session (one per case): Tab completion of
+  `df.gro`, `inspect_request` of `df.groupby`, `df.groupby?` as a cell, a
+  matplotlib chart, a DataFrame's HTML; seconds each, capped (a timeout is
+  recorded as such);
+- PSS of the session (gateway + QEMU, or the ipykernel process), idle after
+  the trivial cells and again after the whole workload.
+
+Results go to build/bench/results.json (or $CELLVM_BENCH_OUT) and are
+appended, one line per run with its time, host and git commit, to
+history.jsonl beside it; every figure printed carries the previous run's
+(the last in history with the same BENCH_QUICK setting) beside it.
 
 Environment: CELLVM_BUILD (build dir), BENCH_KERNELS (comma list of
-kernelspec names; default: every cellvm kernelspec found, plus python3),
-BENCH_QUICK=1 for fewer repeats, BENCH_SNAPSHOTS=0 to skip the start-path
-section (cold boot / restore / pool hand-out, PSS per idle session).
+kernelspec names; default: cellvm, cellvm-unsafe-local and python3, those
+found), BENCH_QUICK=1 for fewer repeats (the workloads stay the same),
+BENCH_SNAPSHOTS=0 to skip the start-path section (cold boot / restore / pool
+hand-out, PSS per idle session), BENCH_FIRST_USE=0 to skip the fresh-session
+cases.
 
 The start-path section derives three kernelspecs from the `cellvm` one
 (same gateway and image): `--no-templates` (cold boot), the default
@@ -18,7 +40,9 @@ bench starts and stops by pid). See docs/snapshots.md.
 import json
 import os
 import pathlib
+import queue
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -34,13 +58,24 @@ from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 STARTS = 3 if QUICK else 8
-CELLS = 30 if QUICK else 200
-STDOUT_MB = 4 if QUICK else 16
+WARM = 5                                        # trivial cells before the timed ones
+CELLS = 20 if QUICK else 50                     # timed `1` cells, and as many `pass`
+PANDAS_RENDERS = 5 if QUICK else 15             # timed, after 2 untimed
+PRINT_LINES = 200_000
+LINES_MB = 20                                   # as 100-byte lines, in one write
+BIG_WRITE_MB = 50                               # one print
 COLD_STARTS = 2 if QUICK else 3
 SNAP_STARTS = 5 if QUICK else 12
 IDLE_SESSIONS = (2, 3) if QUICK else (4, 8)     # held at once: measured at each count
 BUDGET_GIB = 12
+READY_TIMEOUT = 120                             # start_kernel .. wait_for_ready
+CELL_TIMEOUT = 60                               # a trivial or pandas cell
+OUTPUT_TIMEOUT = 300                            # each output-throughput cell
+FIRST_USE_TIMEOUT = 120                         # each first-use case (and its setup)
 
+PANDAS_IMPORT = "import pandas as pd, numpy as np"
+PANDAS_DF = "df = pd.DataFrame(np.random.rand(2000, 8))"
+PANDAS_RENDER = f"{PANDAS_DF}; df"
 
 def pct(values, p):
     v = sorted(values)
@@ -83,73 +118,306 @@ def descendants(pid):
 
 
 def children(pid):
+    """Children of every thread of pid (a child started from a thread other
+    than the main one is listed under that thread only)."""
+    kids = []
     try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids += [int(x) for x in f.read().split()]
     except OSError:
-        return []
+        pass
+    return kids
 
 
-def start(name):
+class Timeout(Exception):
+    """A case that did not finish within its cap."""
+
+
+class Failed(Exception):
+    """A case whose result was wrong: output missing or out of order, an
+    error, a reply that says it did not work."""
+
+
+def start(name, timeout=READY_TIMEOUT):
     km = KernelManager(kernel_name=name)
     t0 = time.perf_counter()
     km.start_kernel()
     kc = km.client()
     kc.start_channels()
-    kc.wait_for_ready(timeout=120)
+    try:
+        kc.wait_for_ready(timeout=timeout)
+    except RuntimeError as e:                   # jupyter_client 7.x: not ready, or died
+        stop(km, kc, now=True)
+        if "didn't respond" in str(e):
+            raise Timeout(f"not ready in {timeout:g} s") from None
+        raise Failed(f"start: {e}") from None
     return km, kc, time.perf_counter() - t0
 
 
-def stop(km, kc):
+def stop(km, kc, now=False):
     kc.stop_channels()
-    km.shutdown_kernel(now=False)
+    km.shutdown_kernel(now=now)
 
 
-def run_cell(kc, code, timeout=120):
-    """Execute and wait for reply and idle; returns (seconds, stdout bytes)."""
-    t0 = time.perf_counter()
-    msg_id = kc.execute(code, store_history=False)
-    got = 0
-    idle = reply = False
-    while not (idle and reply):
-        if not idle:
-            m = kc.get_iopub_msg(timeout=timeout)
-            if m["parent_header"].get("msg_id") != msg_id:
-                continue
-            if m["msg_type"] == "stream":
-                got += len(m["content"]["text"])
-            idle = m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
-        else:
-            r = kc.get_shell_msg(timeout=timeout)
-            reply = r["parent_header"].get("msg_id") == msg_id
-    return time.perf_counter() - t0, got
+class Cell:
+    """What one execute_request brought back."""
+
+    def __init__(self, code):
+        self.code, self.dt, self.stdout, self.nbytes, self.nstream = code, None, [], 0, 0
+        self.stderr, self.mimes, self.errors, self.reply = 0, [], [], None
+
+    def check(self, mime=None):
+        """Self, or Failed if the cell raised, or `mime` never came."""
+        if self.errors or (self.reply or {}).get("status") != "ok":
+            why = self.errors[0] if self.errors else (self.reply or {}).get("status")
+            raise Failed(f"{self.code[:40]!r} -> {why}")
+        if mime and mime not in self.mimes:
+            raise Failed(f"{self.code[:40]!r} -> no {mime} (got {sorted(set(self.mimes))})")
+        return self
 
 
-def bench_kernel(name):
-    res = {"kernel": name}
-    starts = []
-    for _ in range(STARTS):
-        km, kc, dt = start(name)
-        starts.append(dt)
-        stop(km, kc)
-    res["start_to_ready_p50_s"] = pct(starts, 50)
-    res["start_to_ready_p95_s"] = pct(starts, 95)
-    km, kc, _ = start(name)
+def _take(kc, get, deadline, what):
+    left = deadline - time.perf_counter()
     try:
-        run_cell(kc, "1+1")
-        rtts = [run_cell(kc, "1+1")[0] for _ in range(CELLS)]
-        res["cell_rtt_p50_ms"] = pct(rtts, 50) * 1000
-        res["cell_rtt_p95_ms"] = pct(rtts, 95) * 1000
-        n = STDOUT_MB * 1024
-        code = ("import sys\nline = 'x' * 1023 + '\\n'\n"
-                f"for _ in range({n}): sys.stdout.write(line)\n")
-        dt, got = run_cell(kc, code, timeout=600)
-        res["stdout_MiB_per_s"] = got / dt / (1 << 20)
-        res["stdout_bytes_received"] = got
-        time.sleep(1.0)
-        res["idle_pss_MiB"] = pss_kib(km.provisioner.process.pid) / 1024
+        if left <= 0:
+            raise queue.Empty
+        return get(timeout=left)
+    except queue.Empty:
+        raise Timeout(what) from None
+
+
+def run_cell(kc, code, timeout=CELL_TIMEOUT, keep=False):
+    """kc.execute(code) with jupyter_client's defaults, as a frontend sends it
+    (store_history=True); waits for the reply and idle. keep: the stdout text
+    too, not only its size."""
+    t0 = time.perf_counter()
+    deadline = t0 + timeout
+    msg_id = kc.execute(code)
+    out = Cell(code)
+    idle = False
+    what = f"> {timeout:g} s"
+    while not idle:
+        m = _take(kc, kc.get_iopub_msg, deadline, what)
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        t, c = m["msg_type"], m["content"]
+        if t == "stream" and c["name"] == "stdout":
+            out.nbytes += len(c["text"])
+            out.nstream += 1
+            if keep:
+                out.stdout.append(c["text"])
+        elif t == "stream":
+            out.stderr += len(c["text"])
+        elif t in ("display_data", "execute_result"):
+            out.mimes += list(c["data"])
+        elif t == "error":
+            out.errors.append(f"{c['ename']}: {c['evalue']}"[:120])
+        idle = t == "status" and c["execution_state"] == "idle"
+    while out.reply is None:
+        r = _take(kc, kc.get_shell_msg, deadline, what)
+        if r["parent_header"].get("msg_id") == msg_id:
+            out.reply = r["content"]
+    out.dt = time.perf_counter() - t0
+    return out
+
+
+def shell_request(kc, send, timeout):
+    """(seconds, reply content) of a shell request that send() made."""
+    t0 = time.perf_counter()
+    msg_id = send()
+    while True:
+        r = _take(kc, kc.get_shell_msg, t0 + timeout, f"> {timeout:g} s")
+        if r["parent_header"].get("msg_id") == msg_id:
+            return time.perf_counter() - t0, r["content"]
+
+
+def attempt(res, keys, fn):
+    """res.update(fn()); a timeout or failure is recorded against each of
+    keys instead (and said at once on stderr). True when it worked."""
+    try:
+        got = fn()
+    except Timeout as e:
+        why = f"timeout ({e})"
+    except Failed as e:
+        why = f"FAIL: {e}"
+    except Exception as e:                      # a dead kernel, a closed socket
+        why = f"FAIL: {type(e).__name__}: {e}"
+    else:
+        res.update(got)
+        return True
+    for k in keys:
+        res["failures"][k] = why
+    print(f"bench: {res['kernel']}: {', '.join(keys)}: {why}", file=sys.stderr, flush=True)
+    return False
+
+
+def session_pss_mib(km):
+    time.sleep(1.0)
+    return pss_kib(km.provisioner.process.pid) / 1024
+
+
+# The long-lived session's cases: each takes the client, returns its figures.
+
+def trivial_cells(kc):
+    for _ in range(WARM):
+        run_cell(kc, "1").check("text/plain")
+        run_cell(kc, "pass").check()
+    out = {}
+    for code, key, mime in (("1", "cell_1", "text/plain"), ("pass", "cell_pass", None)):
+        t = [run_cell(kc, code).check(mime).dt for _ in range(CELLS)]
+        out[f"{key}_p50_ms"], out[f"{key}_p95_ms"] = pct(t, 50) * 1000, pct(t, 95) * 1000
+    return out
+
+
+def pandas_html(kc):
+    t_import = run_cell(kc, PANDAS_IMPORT, FIRST_USE_TIMEOUT).check().dt
+    for _ in range(2):
+        run_cell(kc, PANDAS_RENDER).check("text/html")
+    t = [run_cell(kc, PANDAS_RENDER).check("text/html").dt for _ in range(PANDAS_RENDERS)]
+    return {"pandas_html_p50_ms": pct(t, 50) * 1000, "pandas_html_p95_ms": pct(t, 95) * 1000,
+            "pandas_import_cell_s": t_import}
+
+
+def print_lines(kc):
+    c = run_cell(kc, f"for i in range({PRINT_LINES}): print(i)", OUTPUT_TIMEOUT,
+                 keep=True).check()
+    lines = "".join(c.stdout).split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    bad = next((i for i, ln in enumerate(lines) if ln != str(i)), None)
+    if bad is not None or len(lines) != PRINT_LINES:
+        where = f"; line {bad} is {lines[bad][:20]!r}" if bad is not None else ""
+        raise Failed(f"{len(lines):,} of {PRINT_LINES:,} lines in {c.dt:.1f} s{where}")
+    return {"print_lines_per_s": PRINT_LINES / c.dt, "print_s": c.dt,
+            "print_stream_msgs": c.nstream}
+
+
+def _stdout_exact(kc, code, want, key):
+    c = run_cell(kc, code, OUTPUT_TIMEOUT, keep=True).check()
+    got = "".join(c.stdout)
+    if got != want:
+        same = len(got) == len(want)
+        raise Failed(f"{len(got):,} of {len(want):,} bytes in {c.dt:.1f} s"
+                     + ("; contents differ" if same else ""))
+    return {f"{key}_MB_per_s": len(got) / c.dt / 1e6, f"{key}_s": c.dt,
+            f"{key}_stream_msgs": c.nstream}
+
+
+def stdout_lines(kc):
+    n = LINES_MB * 10**6 // 100
+    return _stdout_exact(kc, f"import sys; sys.stdout.write(('x'*99+'\\n')*{n})",
+                         ("x" * 99 + "\n") * n, "stdout_100B_lines")
+
+
+def stdout_one_write(kc):
+    n = BIG_WRITE_MB * 10**6
+    return _stdout_exact(kc, f"print('x' * {n:_})", "x" * n + "\n", "stdout_one_write")
+
+
+# First use, each in a fresh session: (key, setup cell or None, case(kc) -> s).
+
+def _complete(kc):
+    dt, c = shell_request(kc, lambda: kc.complete("df.gro", 6), FIRST_USE_TIMEOUT)
+    if c.get("status") != "ok" or not any(m.endswith("groupby") for m in c.get("matches", [])):
+        raise Failed(f"complete df.gro -> {c.get('status')} {c.get('matches', [])[:5]}")
+    return dt
+
+
+def _inspect(kc):
+    dt, c = shell_request(kc, lambda: kc.inspect("df.groupby", 10, detail_level=0),
+                          FIRST_USE_TIMEOUT)
+    if c.get("status") != "ok" or not c.get("found"):
+        raise Failed(f"inspect df.groupby -> {c.get('status')} found={c.get('found')}")
+    return dt
+
+
+def _pager_cell(kc):
+    c = run_cell(kc, "df.groupby?", FIRST_USE_TIMEOUT).check()
+    if not (c.reply.get("payload") or c.mimes or c.nbytes):
+        raise Failed("df.groupby? -> no page, no output")
+    return c.dt
+
+
+FIRST_USE = [
+    ("first_complete_s", f"{PANDAS_IMPORT}; {PANDAS_DF}", _complete),
+    ("first_inspect_s", f"{PANDAS_IMPORT}; {PANDAS_DF}", _inspect),
+    ("first_inspect_cell_s", f"{PANDAS_IMPORT}; {PANDAS_DF}", _pager_cell),
+    ("first_matplotlib_s", None, lambda kc: run_cell(
+        kc, "import matplotlib.pyplot as plt; plt.plot([1,2,3]); plt.show()",
+        FIRST_USE_TIMEOUT).check("image/png").dt),
+    ("first_pandas_html_s", None, lambda kc: run_cell(
+        kc, f"{PANDAS_IMPORT}; {PANDAS_RENDER}", FIRST_USE_TIMEOUT).check("text/html").dt),
+]
+
+
+def first_use(name, key, setup, case):
+    km, kc, ready = start(name)
+    ok = False
+    try:
+        out = {f"{key}_ready_s": ready}
+        if setup:
+            try:
+                out[f"{key}_setup_s"] = run_cell(kc, setup, FIRST_USE_TIMEOUT).check().dt
+            except Timeout as e:
+                raise Timeout(f"the setup cell, {e}") from None
+        out[key] = case(kc)
+        ok = True
+        return out
     finally:
-        stop(km, kc)
+        stop(km, kc, now=not ok)
+
+
+class Live:
+    """The long-lived session the steady-state cases share; dropped (killed)
+    after a case that failed, and started again for the next."""
+
+    def __init__(self, name):
+        self.name, self.km, self.kc = name, None, None
+
+    def run(self, res, keys, case):
+        def go():
+            if self.kc is None:
+                self.km, self.kc, _ = start(self.name)
+            return case(self)
+        if not attempt(res, keys, go):
+            self.close(now=True)
+
+    def close(self, now=False):
+        if self.kc is not None:
+            stop(self.km, self.kc, now=now)
+        self.km = self.kc = None
+
+
+def bench_kernel(name, with_first_use=True):
+    res = {"kernel": name, "failures": {}}
+
+    def starts():
+        t = []
+        for _ in range(STARTS):
+            km, kc, dt = start(name)
+            t.append(dt)
+            stop(km, kc)
+        return {"start_to_ready_p50_s": pct(t, 50), "start_to_ready_p95_s": pct(t, 95)}
+    attempt(res, ["start_to_ready_p50_s", "start_to_ready_p95_s"], starts)
+
+    live = Live(name)
+    try:
+        live.run(res, ["cell_1_p50_ms", "cell_1_p95_ms", "cell_pass_p50_ms", "cell_pass_p95_ms"],
+                 lambda s: trivial_cells(s.kc))
+        live.run(res, ["idle_pss_MiB"], lambda s: {"idle_pss_MiB": session_pss_mib(s.km)})
+        live.run(res, ["pandas_html_p50_ms", "pandas_html_p95_ms"], lambda s: pandas_html(s.kc))
+        live.run(res, ["print_lines_per_s"], lambda s: print_lines(s.kc))
+        live.run(res, ["stdout_100B_lines_MB_per_s"], lambda s: stdout_lines(s.kc))
+        live.run(res, ["stdout_one_write_MB_per_s"], lambda s: stdout_one_write(s.kc))
+        live.run(res, ["pss_after_workload_MiB"],
+                 lambda s: {"pss_after_workload_MiB": session_pss_mib(s.km)})
+    finally:
+        live.close()
+    if with_first_use:
+        for key, setup, case in FIRST_USE:
+            print(f"bench: {name}: {key} ...", file=sys.stderr, flush=True)
+            attempt(res, [key], lambda: first_use(name, key, setup, case))
     return res
 
 
@@ -277,7 +545,7 @@ def time_starts(name, n, between=None, probe=False):
                 kc.wait_for_ready(timeout=180)
             dt = time.perf_counter() - t0
             if not probe:
-                first_cell.append(run_cell(kc, "x = 1")[0])
+                first_cell.append(run_cell(kc, "x = 1").dt)
             stop(km, kc)
             text = pathlib.Path(log.name).read_text()
         times.append(dt)
@@ -443,39 +711,138 @@ def bench_start_paths():
     return res
 
 
-def print_start_paths(res):
+def _with_prev(txt, prev_txt):
+    return f"{txt} (prev {prev_txt})" if prev_txt is not None else txt
+
+
+def _pair(r, spec="{:.3f}"):
+    """'p50 / p95' of a {p50_s, p95_s, n} dict, or None."""
+    if not r or not r.get("n"):
+        return None
+    return f"{spec.format(r['p50_s'])} / {spec.format(r['p95_s'])}"
+
+
+def print_start_paths(res, prev=None):
+    prev = prev or {}
     print("start path | client start_kernel..wait_for_ready p50 / p95 s | n"
           " | VM start in gateway p50 / p95 s | gateway up..kernel hello p50 s"
           " | client's own share p50 s | first cell after ready p50 s")
     print("--- | --- | --- | --- | --- | --- | ---")
+
+    def p50(r, part):
+        return f"{r[part]['p50_s']:.3f}" if r and r.get(part, {}).get("n") else None
+
     for k in ("cold boot", "restore", "restore, first kernel_info_reply", "pool hand-out",
               "pool hand-out, first kernel_info_reply"):
-        r = res[k]
-        vm = r["vm_start_s"]
-        vm_txt = f"{vm['p50_s']:.3f} / {vm['p95_s']:.3f}" if vm["n"] else "-"
-        fc = r["first_cell_s"]
-        fc_txt = f"{fc['p50_s']:.3f}" if fc["n"] else "-"
-        print(f"{k} | {r['p50_s']:.3f} / {r['p95_s']:.3f} | {r['n']} | {vm_txt}"
-              f" | {r['gateway_to_kernel_ready_s']['p50_s']:.3f}"
-              f" | {r['client_overhead_s']['p50_s']:.3f} | {fc_txt}")
-    f = res["client_floor"]
-    print(f"wait_for_ready alone, against a stub that answers at once | {f['p50_s']:.3f} / "
-          f"{f['p95_s']:.3f} | {f['n']} | - | - | {f['p50_s']:.3f} | -")
+        r, pr = res[k], prev.get(k)
+        cells = [_with_prev(_pair(r), _pair(pr)), str(r["n"]),
+                 _with_prev(_pair(r["vm_start_s"]) or "-", _pair((pr or {}).get("vm_start_s")))]
+        for part in ("gateway_to_kernel_ready_s", "client_overhead_s", "first_cell_s"):
+            cells.append(_with_prev(p50(r, part) or "-", p50(pr, part)))
+        print(" | ".join([k] + cells))
+    f, pf = res["client_floor"], prev.get("client_floor")
+    print(f"wait_for_ready alone, against a stub that answers at once"
+          f" | {_with_prev(_pair(f), _pair(pf))} | {f['n']} | - | - | {f['p50_s']:.3f} | -")
     print()
     print("idle session | PSS MiB per session (median) by sessions held | QEMU only"
           " | private MiB | marginal MiB per extra session | shared base MiB"
           f" | sessions in {BUDGET_GIB} GiB")
     print("--- | --- | --- | --- | --- | --- | ---")
     for k in ("restored", "cold"):
-        r = res[f"idle_pss_{k}"]
-        by = ", ".join(f"{v:.1f} ({n} held)" for n, v in r["per_session_by_held_MiB"].items())
-        print(f"{k} | {by} | {r['vm_only_MiB']:.1f} | {r['private_MiB']:.1f}"
-              f" | {r['marginal_MiB']:.1f} | {r['shared_base_MiB']:.1f}"
-              f" | {r[f'sessions_in_{BUDGET_GIB}GiB']}")
+        r, pr = res[f"idle_pss_{k}"], prev.get(f"idle_pss_{k}") or {}
+        pby = pr.get("per_session_by_held_MiB", {})
+        by = ", ".join(f"{v:.1f} ({n} held" + (f"; prev {pby[str(n)]:.1f})" if str(n) in pby
+                                                else ")")
+                       for n, v in r["per_session_by_held_MiB"].items())
+        cells = [by]
+        for f_ in ("vm_only_MiB", "private_MiB", "marginal_MiB", "shared_base_MiB"):
+            cells.append(_with_prev(f"{r[f_]:.1f}", f"{pr[f_]:.1f}" if f_ in pr else None))
+        b = f"sessions_in_{BUDGET_GIB}GiB"
+        cells.append(_with_prev(str(r[b]), str(pr[b]) if b in pr else None))
+        print(" | ".join([k] + cells))
     print()
 
 
+# The main table: one row per figure, one column per kernel.
+ROWS = [
+    ("start_kernel..wait_for_ready p50 s", "start_to_ready_p50_s", "{:.3f}"),
+    ("start_kernel..wait_for_ready p95 s", "start_to_ready_p95_s", "{:.3f}"),
+    ("cell `1` p50 ms", "cell_1_p50_ms", "{:.2f}"),
+    ("cell `1` p95 ms", "cell_1_p95_ms", "{:.2f}"),
+    ("cell `pass` p50 ms", "cell_pass_p50_ms", "{:.2f}"),
+    ("cell `pass` p95 ms", "cell_pass_p95_ms", "{:.2f}"),
+    (f"print {PRINT_LINES:,} lines, lines/s", "print_lines_per_s", "{:,.0f}"),
+    (f"{LINES_MB} MB as 100-byte lines in one write, MB/s", "stdout_100B_lines_MB_per_s",
+     "{:.2f}"),
+    (f"one {BIG_WRITE_MB} MB print, MB/s", "stdout_one_write_MB_per_s", "{:.2f}"),
+    ("2,000-row DataFrame as HTML p50 ms", "pandas_html_p50_ms", "{:.1f}"),
+    ("2,000-row DataFrame as HTML p95 ms", "pandas_html_p95_ms", "{:.1f}"),
+    ("fresh session: first complete `df.gro` s", "first_complete_s", "{:.3f}"),
+    ("fresh session: first inspect `df.groupby` s", "first_inspect_s", "{:.3f}"),
+    ("fresh session: first `df.groupby?` cell s", "first_inspect_cell_s", "{:.3f}"),
+    ("fresh session: first matplotlib chart s", "first_matplotlib_s", "{:.3f}"),
+    ("fresh session: first DataFrame HTML (with import) s", "first_pandas_html_s", "{:.3f}"),
+    ("PSS idle after trivial cells MiB", "idle_pss_MiB", "{:.1f}"),
+    ("PSS after the workload MiB", "pss_after_workload_MiB", "{:.1f}"),
+]
+
+
+def _figure(r, key, spec):
+    """The text of one figure: the number, or what went wrong, or None."""
+    if r is None:
+        return None
+    why = r.get("failures", {}).get(key)
+    if why:
+        return why.replace("|", "/")
+    v = r.get(key)
+    return spec.format(v) if isinstance(v, (int, float)) else None
+
+
+def _prev_figure(r, key, spec):
+    """As _figure, but a failure in one word."""
+    txt = _figure(r, key, spec)
+    return txt.split(":")[0].split(" (")[0] if txt and txt[0].isalpha() else txt
+
+
+def print_table(rows, prev_rows):
+    prev = {r["kernel"]: r for r in prev_rows or []}
+    print(" | ".join(["figure"] + [r["kernel"] for r in rows]))
+    print(" | ".join(["---"] * (len(rows) + 1)))
+    for label, key, spec in ROWS:
+        cells = [_with_prev(_figure(r, key, spec) or "-", _prev_figure(prev.get(r["kernel"]), key, spec))
+                 for r in rows]
+        print(" | ".join([label] + cells))
+
+
+def git_commit():
+    try:
+        p = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                           text=True, timeout=10)
+        return p.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def previous_run(history, quick):
+    """The last run in history with the same BENCH_QUICK setting, else the last."""
+    last = same = None
+    try:
+        with open(history) as f:
+            for line in f:
+                try:
+                    run = json.loads(line)
+                except ValueError:
+                    continue
+                last = run
+                if run.get("meta", {}).get("quick") == quick:
+                    same = run
+    except OSError:
+        pass
+    return same or last
+
+
 def main():
+    t_run = time.perf_counter()
     found = KernelSpecManager().find_kernel_specs()
     names = os.environ.get("BENCH_KERNELS")
     if names:
@@ -484,28 +851,50 @@ def main():
         kernels = [k for k in ("cellvm", "cellvm-unsafe-local", "python3") if k in found]
         if "cellvm" in kernels and not (BUILD / "image").exists():
             kernels.remove("cellvm")
+    out = pathlib.Path(os.environ.get("CELLVM_BENCH_OUT", BUILD / "bench" / "results.json"))
+    history = out.parent / "history.jsonl"
+    prev = previous_run(history, QUICK)
+    meta = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": git_commit(),
+            "host": socket.gethostname(), "host_cpus": os.cpu_count(),
+            "loadavg_at_start": os.getloadavg(), "quick": QUICK, "kernels": kernels,
+            "starts": STARTS, "trivial_cells": CELLS, "pandas_renders": PANDAS_RENDERS,
+            "print_lines": PRINT_LINES, "lines_MB": LINES_MB, "one_write_MB": BIG_WRITE_MB,
+            "first_use_timeout_s": FIRST_USE_TIMEOUT, "output_timeout_s": OUTPUT_TIMEOUT,
+            "store_history": True}
     snap = None
     if "cellvm" in kernels and os.environ.get("BENCH_SNAPSHOTS", "1") != "0":
         snap = bench_start_paths()
     rows = []
     for k in kernels:
         print(f"bench: {k} ...", file=sys.stderr, flush=True)
-        rows.append(bench_kernel(k))
+        rows.append(bench_kernel(k, os.environ.get("BENCH_FIRST_USE", "1") != "0"))
+    meta["run_s"] = time.perf_counter() - t_run
+    meta["loadavg_at_end"] = os.getloadavg()
+    if prev:
+        pm = prev.get("meta", {})
+        print(f"(prev ...) is the previous run in {history}: {pm.get('when')}, commit "
+              f"{(pm.get('commit') or '?')[:12]}, host {pm.get('host')}"
+              + (", BENCH_QUICK" if pm.get("quick") else ""))
+    else:
+        print(f"no previous run in {history}")
+    print(f"this run: {meta['when']}, commit {(meta['commit'] or '?')[:12]}, host {meta['host']},"
+          f" {meta['run_s']:.0f} s, load average {meta['loadavg_at_start'][0]:.2f} at start,"
+          f" {meta['loadavg_at_end'][0]:.2f} at end")
+    print()
     if snap:
-        print_start_paths(snap)
-    cols = [("kernel", "{}"), ("start_to_ready_p50_s", "{:.3f}"), ("start_to_ready_p95_s", "{:.3f}"),
-            ("cell_rtt_p50_ms", "{:.2f}"), ("cell_rtt_p95_ms", "{:.2f}"),
-            ("stdout_MiB_per_s", "{:.1f}"), ("idle_pss_MiB", "{:.1f}")]
-    print(" | ".join(c for c, _ in cols))
-    print(" | ".join("---" for _ in cols))
-    for r in rows:
-        print(" | ".join(f.format(r[c]) for c, f in cols))
-    out = pathlib.Path(os.environ.get("CELLVM_BENCH_OUT", BUILD / "bench" / "results.json"))
+        print_start_paths(snap, (prev or {}).get("start_paths"))
+    print_table(rows, (prev or {}).get("results"))
+    result = {"meta": meta, "results": rows, "start_paths": snap}
     out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "starts": STARTS,
-            "cells": CELLS, "stdout_MiB": STDOUT_MB, "host_cpus": os.cpu_count()}
-    out.write_text(json.dumps({"meta": meta, "results": rows, "start_paths": snap}, indent=2))
-    print(f"results: {out}")
+    out.write_text(json.dumps(result, indent=2))
+    with open(history, "a") as f:
+        f.write(json.dumps(result) + "\n")
+    print(f"results: {out} (and a line in {history.name})")
+    failed = [f"{r['kernel']}: {k}: {v}" for r in rows for k, v in r["failures"].items()
+              if v.startswith("FAIL")]
+    if failed:
+        print("bench: FAILED:\n  " + "\n  ".join(failed), file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
