@@ -5,6 +5,8 @@
     chunks go to init as requests whose replies come back through the
     event fd. The event fd is an epoll set of init's port, a timer (init
     hellos while it boots, chunk deadlines) and gw_vmstart's eventfd.
+    Where VMs come from (a cold boot, a fast start) is opts->seam, so the
+    unit tests run all of this on mock VMs.
 */
 #include "gw_backend_microvm.h"
 #include "gw_init.h"

@@ -22,11 +22,11 @@ typedef struct {
     const char *(*run_dir) (void *vm);
     const char *(*console) (void *vm);          //  its console log
     void (*destroy) (void *vm);                 //  kill, reap, remove the run dir
-    //  Connect a port ("kernel", "init") of a VM whose ports nobody holds
-    //  yet (a cold boot): 0 and a connected fd the caller owns, -EAGAIN
-    //  while QEMU is not listening yet, another -errno when it never will.
-    //  -ENOTSUP when whoever started the VM holds its ports (a pool clone).
-    //  NULL: -ENOTSUP.
+    //  Connect a port ("kernel", "init") of a VM this process started,
+    //  as gw_vm_connect_port (a cold boot's come up later): 0 and a
+    //  connected fd the caller owns, -EAGAIN while QEMU is not listening
+    //  yet, another -errno when it never will. -ENOTSUP when another
+    //  process holds its ports (a pool clone). NULL: -ENOTSUP.
     int (*connect_port) (void *vm, const char *name, int *fd_p);
 } gw_vmh_ops_t;
 
