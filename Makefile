@@ -89,8 +89,12 @@ $(B)/cellvm-launch: $(B)/obj/gateway/launch.o $(B)/obj/gateway/gw_conn.o \
 	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lcrypto
 
 # Every unit test links the shared test helpers (tests/unit/tu.h); the
-# gateway tests also link tu_gw.o (the helpers that need its types, tu_gw.h).
+# gateway tests also link TU_GW_OBJ: the helpers that need its types
+# (tu_gw.h) and the microvm backend's mock VMs and drivers (tu_microvm.h).
 TU_OBJ := $(B)/obj/tests/unit/tu.o
+TU_GW_OBJ := $(B)/obj/tests/unit/tu_gw.o $(B)/obj/tests/unit/tu_microvm.o
+# Built through a pattern rule, so make would delete them as intermediates.
+.SECONDARY: $(TU_OBJ) $(TU_GW_OBJ)
 $(B)/tests/test_ch_%: tests/unit/test_ch_%.c $(CH_OBJ) $(TU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) -ljansson -lcrypto -lcmocka
@@ -103,7 +107,7 @@ $(B)/tests/test_kn_%: tests/unit/test_kn_%.c $(KN_OBJ) $(TU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(PY_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PY_LIBS) -ljansson -lcrypto -lcmocka
 
-$(B)/tests/test_gw_%: tests/unit/test_gw_%.c $(GW_OBJ) $(TU_OBJ) $(B)/obj/tests/unit/tu_gw.o
+$(B)/tests/test_gw_%: tests/unit/test_gw_%.c $(GW_OBJ) $(TU_OBJ) $(TU_GW_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(GW_LIBS) -ljansson -lcrypto -lcmocka
 

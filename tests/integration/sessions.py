@@ -314,15 +314,21 @@ def wait_no_leftovers(gateway_pids, timeout=10, base=None):
         time.sleep(0.1)
 
 
+def probe_result(text, missing):
+    """The JSON after PROBE_MARK on the first line of text that starts with it;
+    AssertionError(missing) when no line does."""
+    for line in text.splitlines():
+        if line.startswith(PROBE_MARK):
+            return json.loads(line[len(PROBE_MARK):])
+    raise AssertionError(missing)
+
+
 def host_probe(code, env=None, timeout=300, cwd=None):
     """Run a probe's code with the host's Python; return its JSON result."""
     p = subprocess.run([HOST_PYTHON, "-c", code], env=env, capture_output=True, text=True,
                        timeout=timeout, cwd=cwd)
-    for line in p.stdout.splitlines():
-        if line.startswith(PROBE_MARK):
-            return json.loads(line[len(PROBE_MARK):])
-    raise AssertionError(f"host probe printed no result (rc={p.returncode}): "
-                         f"{p.stdout[-1000:]} {p.stderr[-2000:]}")
+    return probe_result(p.stdout, f"host probe printed no result (rc={p.returncode}): "
+                                  f"{p.stdout[-1000:]} {p.stderr[-2000:]}")
 
 
 # --------------------------------------------------------------------------
@@ -400,11 +406,8 @@ class CellResult:
 
     def probe(self):
         """The JSON a probe cell printed after PROBE_MARK."""
-        for line in self.stdout.splitlines():
-            if line.startswith(PROBE_MARK):
-                return json.loads(line[len(PROBE_MARK):])
-        raise AssertionError(f"the cell printed no probe result: status={self.status} "
-                             f"content={self.content} stdout={self.stdout[-2000:]!r}")
+        return probe_result(self.stdout, f"the cell printed no probe result: status={self.status} "
+                                         f"content={self.content} stdout={self.stdout[-2000:]!r}")
 
     def describe(self):
         return (f"status={self.status} ename={self.content.get('ename')} "
