@@ -92,7 +92,7 @@ $(B)/cellvm-launch: $(B)/obj/gateway/launch.o $(B)/obj/gateway/gw_conn.o \
 # gateway tests also link TU_GW_OBJ: the helpers that need its types
 # (tu_gw.h) and the microvm backend's mock VMs and drivers (tu_microvm.h).
 TU_OBJ := $(B)/obj/tests/unit/tu.o
-TU_GW_OBJ := $(B)/obj/tests/unit/tu_gw.o $(B)/obj/tests/unit/tu_microvm.o
+TU_GW_OBJ := $(B)/obj/tests/unit/tu_gw.o $(B)/obj/tests/unit/tu_microvm.o $(B)/obj/tests/unit/tu_session.o
 # Built through a pattern rule, so make would delete them as intermediates.
 .SECONDARY: $(TU_OBJ) $(TU_GW_OBJ)
 $(B)/tests/test_ch_%: tests/unit/test_ch_%.c $(CH_OBJ) $(TU_OBJ)

@@ -396,7 +396,11 @@ s_drop_vm (s_self_t *self)
     if (self->kernel_fd >= 0)
         close (self->kernel_fd);
     self->kernel_fd = -1;
-    gw_vmh_destroy (&self->vm);                 //  a pool clone: its holder kills it
+    //  A pool clone: its holder kills it. Ours: the starter's thread does.
+    if (self->starter)
+        gw_vmstart_dispose (self->starter, &self->vm);
+    else
+        gw_vmh_destroy (&self->vm);
     s_timer (self, false);
 }
 

@@ -35,6 +35,7 @@ struct _gw_vmstart_t {
     int rc;                         //  the ended start's: 0 or -ENOENT
     gw_vmstart_result_t res;        //  its VM, when rc is 0
     int events;                     //  eventfd: a start ended
+    zlistx_t *dispose;              //  gw_vmh_t: VMs to destroy here; guarded by lock
 };
 
 //  --------------------------------------------------------------------------
@@ -140,6 +141,13 @@ s_thread (void *arg)
     gw_vmstart_t *self = arg;
     pthread_mutex_lock (&self->lock);
     while (self->state != S_QUIT) {
+        gw_vmh_t *old = zlistx_detach (self->dispose, NULL);
+        if (old) {                              //  kill, reap, rm -rf: not on the reactor
+            pthread_mutex_unlock (&self->lock);
+            gw_vmh_destroy (&old);
+            pthread_mutex_lock (&self->lock);
+            continue;
+        }
         if (self->state != S_RUNNING) {
             pthread_cond_wait (&self->wake, &self->lock);
             continue;
@@ -174,6 +182,7 @@ gw_vmstart_new (const gw_vm_config_t *cfg, const gw_microvm_opts_t *opts)
     if (opts)
         self->opts = *opts;
     self->res.kernel_fd = -1;
+    self->dispose = zlistx_new ();
     self->events = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init (&self->lock, NULL);
     pthread_cond_init (&self->wake, NULL);
@@ -207,6 +216,10 @@ gw_vmstart_destroy (gw_vmstart_t **self_p)
     if (running)
         gw_log (GW_LOG_INFO, "vm.start_abandoned", "reason=\"the session ends\"");
     pthread_join (self->thread, NULL);
+    gw_vmh_t *old;
+    while ((old = zlistx_detach (self->dispose, NULL)))
+        gw_vmh_destroy (&old);
+    zlistx_destroy (&self->dispose);
     s_result_free (&self->res);
     close (self->events);
     pthread_mutex_destroy (&self->lock);
@@ -220,6 +233,19 @@ gw_vmstart_fd (const gw_vmstart_t *self)
 {
     assert (self);
     return self->events;
+}
+
+void
+gw_vmstart_dispose (gw_vmstart_t *self, gw_vmh_t **vm_p)
+{
+    assert (self && vm_p);
+    if (!*vm_p)
+        return;
+    pthread_mutex_lock (&self->lock);
+    zlistx_add_end (self->dispose, *vm_p);
+    pthread_cond_signal (&self->wake);
+    pthread_mutex_unlock (&self->lock);
+    *vm_p = NULL;
 }
 
 int

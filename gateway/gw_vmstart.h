@@ -39,6 +39,11 @@ void gw_vmstart_destroy (gw_vmstart_t **self_p);
 //  Readable when a start has ended.
 int gw_vmstart_fd (const gw_vmstart_t *self);
 
+//  Destroy *vm_p (kill QEMU, reap it, delete its run dir and disk) on the
+//  thread, after any start in progress: deleting a disk of hundreds of MiB
+//  may take longer than a reactor turn. Nulls *vm_p.
+void gw_vmstart_dispose (gw_vmstart_t *self, gw_vmh_t **vm_p);
+
 //  Begin a start. 0, or -EBUSY while one runs or waits to be taken.
 int gw_vmstart_begin (gw_vmstart_t *self);
 

@@ -13,7 +13,9 @@ Three kinds of kernel sit behind the gateway:
 Tests of the client-facing wire alone (signatures, framing, connection files)
 run once, behind the fake kernel. Sessions come from sessions.Session (the fake
 kernel is its kernel "fake"); every process a test starts is recorded by pid and
-killed at the end.
+killed at the end. The hostile-kernel tests (the fake kernel breaking the
+channel protocol, dying, timing out) are in test_gateway_hostile.py; the
+fixtures and helpers both modules use are in gwhelpers.py.
 """
 import datetime
 import hashlib
@@ -33,11 +35,11 @@ import zmq
 from jupyter_client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 
+from gwhelpers import KEY, gw, start_gateway, wait_iopub  # noqa: F401  (fixtures)
 from sessions import (BACKENDS, FAKE_KERNEL as FAKE, READY_TIMEOUT, TIMEOUT, Logs, Session,
                       descendants, gone, kill_procs, qemu_run_dir, run_cell, wait_gone)
 
 DELIM = b"<IDS|MSG>"
-KEY = b"test-key-5f1b9c"
 
 
 # --------------------------------------------------------------------------
@@ -73,32 +75,6 @@ def reaper():
     kill_procs(procs.values())
     for lg in logs:
         lg.close()
-
-
-# --------------------------------------------------------------------------
-# A gateway behind the fake kernel (raw tests), signed with KEY.
-
-@pytest.fixture
-def start_gateway(gateway_bin):
-    """start_gateway(args=(), env=None, key=KEY): a Session behind the fake kernel with extra
-    gateway arguments, launched but not waited for. Closed (killed by pid) after the test."""
-    started = []
-
-    def start(args=(), env=None, key=KEY):
-        g = Session("fake", extra_args=args, env=env, key=key)
-        started.append(g)
-        return g.start(wait=False)
-
-    yield start
-    for g in started:
-        g.close()
-
-
-@pytest.fixture
-def gw(start_gateway):
-    g = start_gateway()
-    g.wait_ready()
-    return g
 
 
 # --------------------------------------------------------------------------
@@ -140,15 +116,7 @@ def assert_next_reply_is(sock, msg_id, key=KEY):
 
 
 # --------------------------------------------------------------------------
-# Jupyter client helpers (cells: sessions.run_cell).
-
-def wait_iopub(kc, msg_id, msg_type, timeout=TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while True:
-        msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
-        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == msg_type:
-            return msg
-
+# Jupyter client helpers (cells: sessions.run_cell; wait_iopub: gwhelpers).
 
 def wait_reply(kc, msg_id, timeout=TIMEOUT, channel="shell"):
     get = kc.get_shell_msg if channel == "shell" else kc.get_control_msg
@@ -697,89 +665,6 @@ def test_busy_port_is_refused(gateway_bin, tmp_path):
         ctx.term()
     assert r.returncode != 0
     assert "cannot bind control" in r.stderr.decode()
-
-
-# --------------------------------------------------------------------------
-# Hostile kernel: the session's kernel is stopped with a clear error to the
-# client, a new kernel is started, and the gateway keeps serving.
-
-HOSTILE = [
-    ("oversize", "out of range"),
-    ("zero", "out of range"),
-    ("garbage", "not valid UTF-8 JSON"),
-    ("notobject", "not a JSON object"),
-    ("bogus_type", "bogus_type is not allowed"),
-    ("bogus_channel", "unknown or missing channel"),
-    ("unknown_parent", "execute_reply for a request it was not sent"),
-    ("bad_content", "content.text must be a string"),
-    ("idle_first", "idle before the execute_reply"),
-    ("big 100000", "larger than the 65536-byte limit"),
-]
-
-
-@pytest.mark.parametrize("what,words", HOSTILE, ids=[h[0].split()[0] for h in HOSTILE])
-def test_hostile_kernel_is_stopped_and_replaced(start_gateway, what, words):
-    g = start_gateway(args=("--max-msg", "65536"))
-    g.wait_ready()
-    kc = g.kc
-    first = g.kernel_pid()
-    r = run_cell(kc, f"%fake {what}")
-    assert len(r.errors) == 1, r.msgs
-    evalue = r.errors[0]["content"]["evalue"]
-    assert "broke the channel protocol" in evalue and words in evalue, evalue
-    assert r.status == "error"
-    assert wait_gone([first], 5)
-    r = run_cell(kc, "6 * 7")
-    assert r.status == "ok"
-    assert "42" in r.results()
-    assert g.proc.poll() is None
-    assert "event=kernel.violation" in g.log_text()
-
-
-def test_kernel_closing_its_channel_is_stopped(gw):
-    first = gw.kernel_pid()
-    assert "closed its channel" in run_cell(gw.kc, "%fake close").content["evalue"]
-    assert wait_gone([first], 5)
-    assert run_cell(gw.kc, "1").status == "ok"
-
-
-def test_cell_timeout_interrupts_the_cell(start_gateway):
-    g = start_gateway(args=("--cell-timeout", "0.5"))
-    g.wait_ready()
-    kc = g.kc
-    t0 = time.monotonic()
-    r = run_cell(kc, "import time; time.sleep(100)")
-    assert time.monotonic() - t0 < 3
-    assert r.content["ename"] == "KeyboardInterrupt"
-    assert any(m["msg_type"] == "stream" and "time limit" in m["content"]["text"] for m in r.msgs)
-    assert run_cell(kc, "1").status == "ok"          # same kernel, still fine
-    assert "kernel.died" not in g.log_text()
-
-
-def test_cell_timeout_stops_a_cell_that_ignores_interrupts(start_gateway):
-    g = start_gateway(args=("--cell-timeout", "0.5"))
-    g.wait_ready()
-    kc = g.kc
-    first = g.kernel_pid()
-    stubborn = "import time\nwhile True:\n    try:\n        time.sleep(100)\n    except KeyboardInterrupt:\n        pass"
-    r = run_cell(kc, stubborn)
-    assert r.content["ename"] == "KernelDied"
-    assert "time limit" in r.content["evalue"]
-    assert wait_gone([first], 5)
-    assert run_cell(kc, "1").status == "ok"
-
-
-def test_late_output_keeps_its_parent(gw):
-    r = run_cell(gw.kc, "%fake late")
-    msg = wait_iopub(gw.kc, r.msg_id, "stream")
-    assert msg["content"]["text"] == "late\n"
-    assert gw.proc.poll() is None
-
-
-def test_kernel_that_never_starts_makes_the_gateway_give_up(start_gateway):
-    g = start_gateway(env={"FAKE_KERNEL_EXIT": "1"})
-    assert g.proc.wait(TIMEOUT) == 1
-    assert "session.give_up" in g.log_text()
 
 
 # --------------------------------------------------------------------------

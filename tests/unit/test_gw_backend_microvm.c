@@ -32,7 +32,8 @@ TU_MICROVM_TEST (test_fast_start_gives_a_working_kernel_fd)
     //  Init's hello was done on the starter's thread: no hello now, and
     //  the end is a shutdown_request so the guest can sync its disk.
     gw_backend_destroy (&f->be);
-    assert_true (vm->destroyed);
+    //  Destroyed on the starter's thread, off the reactor.
+    TU_MICROVM_WAIT_FOR (f, 5000, vm->destroyed);
     ch_msg_t *msg = tu_microvm_init_expect (f, vm, "shutdown_request", false);
     ch_msg_destroy (&msg);
 }
@@ -206,7 +207,8 @@ TU_MICROVM_FAST_TEST (test_the_vm_dying_is_reaped_as_vm_died)
     assert_int_equal (f->ex.signal, 0);
     assert_non_null (strstr (f->ex.detail, "virtual machine itself stopped (QEMU exited with "
                                            "status 1)"));
-    assert_true (vm->destroyed);
+    //  Destroyed on the starter's thread, off the reactor.
+    TU_MICROVM_WAIT_FOR (f, 5000, vm->destroyed);
     assert_int_equal (f->done [0].calls, 1);     //  the chunk went with it
     assert_int_equal (f->done [0].rc, -EPIPE);
     assert_int_equal (gw_backend_pid (f->be), 0);
@@ -240,7 +242,8 @@ TU_MICROVM_TEST (test_kill_before_init_answers_kills_the_vm)
     assert_int_equal (tu_microvm_reap (f), 0);
     assert_true (f->ex.vm_died);
     assert_int_equal (f->ex.signal, SIGKILL);
-    assert_true (vm->destroyed);
+    //  Destroyed on the starter's thread, off the reactor.
+    TU_MICROVM_WAIT_FOR (f, 5000, vm->destroyed);
 }
 
 TU_MICROVM_FAST_TEST (test_a_second_start_sends_restart_request)
@@ -267,7 +270,8 @@ TU_MICROVM_FAST_TEST (test_a_restart_without_init_replaces_the_vm)
     int fd = -2;
     assert_int_equal (tu_microvm_start (f, &fd), -EIO);
     assert_string_equal (f->err, "the VM's init does not answer; it will be replaced");
-    assert_true (vm->destroyed);
+    //  Destroyed on the starter's thread, off the reactor.
+    TU_MICROVM_WAIT_FOR (f, 5000, vm->destroyed);
     tu_microvm_starts_a_new_vm (f);
 }
 
