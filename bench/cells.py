@@ -59,13 +59,7 @@ PRIVATE = ("Private_Clean:", "Private_Dirty:")
 
 
 def descendants(pid):
-    kids = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                kids += [int(x) for x in f.read().split()]
-    except OSError:
-        return []
+    kids = children(pid)
     out = list(kids)
     for k in kids:
         out += descendants(k)
