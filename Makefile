@@ -52,7 +52,7 @@ KERNELSPECS := $(B)/share/jupyter/kernels/cellvm/kernel.json \
 DEPS_STAMP := build/.deps-ok
 
 .PHONY: sizes all deps kernel gateway init test unit integration check fuzz bench run install clean kernelspecs image template
-all: $(DEPS_STAMP) kernel gateway init kernelspecs
+all: $(DEPS_STAMP) kernel gateway init kernelspecs $(B)/cellvm
 
 $(DEPS_STAMP): scripts/deps.sh
 	@mkdir -p build
@@ -77,6 +77,10 @@ $(B)/cellvm-kernel: $(B)/obj/kernel/main.o $(KN_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PY_LIBS) -ljansson -lcrypto
 
 $(B)/cellvm-gateway: $(B)/obj/gateway/main.o $(GW_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS) -ljansson
+
+# The host-side CLI (cellvm ls/rm/snapshot): gateway/cellvm.c, not gw_-prefixed.
+$(B)/cellvm: $(B)/obj/gateway/cellvm.o $(GW_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS) -ljansson
 
 # The guest's PID 1 (docs/init.md); the image takes it from build/.

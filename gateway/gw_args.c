@@ -38,6 +38,14 @@ static const gw_opt_t s_table [GW_OPT_COUNT] = {
     [GW_OPT_POOL_BUDGET] = { "pool-budget", GW_OPTKIND_SIZE, 0, 1 << 20, GW_ARGS_POOL },
     [GW_OPT_POOL_IDLE] = { "pool-idle", GW_OPTKIND_SIZE, 0, 1 << 20, GW_ARGS_POOL },
     [GW_OPT_LISTEN_FDS] = { "listen-fds", GW_OPTKIND_STR, 0, 0, 0 },
+    [GW_OPT_IDLE_PAUSE] = { "idle-pause", GW_OPTKIND_SECONDS, 0, 0, 0 },
+    [GW_OPT_IDLE_TIMEOUT] = { "idle-timeout", GW_OPTKIND_SECONDS, 0, 0, 0 },
+    [GW_OPT_TTL] = { "ttl", GW_OPTKIND_SECONDS, 0, 0, 0 },
+    [GW_OPT_SNAPSHOT_DIR] = { "snapshot-dir", GW_OPTKIND_STR, 0, 0, 0 },
+    [GW_OPT_FROM_SNAPSHOT] = { "from-snapshot", GW_OPTKIND_STR, 0, 0, 0 },
+    [GW_OPT_SNAPSHOT_GC] = { "snapshot-gc", GW_OPTKIND_FLAG, 0, 0, 0 },
+    [GW_OPT_SNAPSHOT_MAX_AGE] = { "snapshot-max-age", GW_OPTKIND_SECONDS, 0, 0, 0 },
+    [GW_OPT_SNAPSHOT_MAX_BYTES] = { "snapshot-max-bytes", GW_OPTKIND_SIZE, 1, 1ULL << 50, 0 },
     [GW_OPT_HELP] = { "help", GW_OPTKIND_FLAG, 0, 0, 0 },
 };
 
@@ -46,6 +54,8 @@ gw_args_table (void)
 {
     return s_table;
 }
+
+static void s_usage_vm (FILE *out);
 
 void
 gw_args_usage (FILE *out)
@@ -65,6 +75,14 @@ gw_args_usage (FILE *out)
         "                          $XDG_DATA_HOME/cellvm/artifacts, or ~/.local/share/...)\n"
         "  --artifact-max-file B   largest artifact copied (default 100M)\n"
         "  --artifact-max-session B  artifact bytes per session (default 1G)\n"
+        );
+    s_usage_vm (out);
+}
+
+static void
+s_usage_vm (FILE *out)
+{
+    fprintf (out,
         "microvm options:\n"
         "  --image DIR             guest image (default: image/ beside this binary)\n"
         "  --memory MIB            guest memory (default 512)\n"
@@ -83,6 +101,17 @@ gw_args_usage (FILE *out)
         "  --pool-daemon           run the pool daemon (with --pool N)\n"
         "  --pool-budget MIB       host memory the pool's clones may use (default 4096)\n"
         "  --pool-idle S           the daemon exits after S s without a hand-out (default 1800)\n"
+        "sessions that outlive a process (docs/sessions.md):\n"
+        "  --idle-pause S          after S idle seconds save the VM to disk and stop it;\n"
+        "                          the next request resumes it (microvm)\n"
+        "  --idle-timeout S        end the session after S idle seconds\n"
+        "  --ttl S                 end the session S seconds after it started\n"
+        "  --snapshot-dir DIR      the snapshot store (default $CELLVM_SNAPSHOT_DIR, else\n"
+        "                          /var/lib/cellvm/snapshots as root, else\n"
+        "                          $XDG_DATA_HOME/cellvm/snapshots)\n"
+        "  --from-snapshot NAME    start from this snapshot (also CELLVM_FROM_SNAPSHOT=NAME)\n"
+        "  --snapshot-gc           delete snapshots beyond --snapshot-max-age S and\n"
+        "                          --snapshot-max-bytes B (oldest first), then exit\n"
         "  CELLVM_LOG_LEVEL        log level when --log-level is not given (default info)\n");
 }
 
@@ -126,6 +155,7 @@ s_store (gw_args_t *args, gw_opt_id_t id, unsigned long long v)
         case GW_OPT_POOL: args->pool = (unsigned) v; break;
         case GW_OPT_POOL_BUDGET: args->pool_budget_mib = (unsigned) v; break;
         case GW_OPT_POOL_IDLE: args->pool_idle_s = (unsigned) v; break;
+        case GW_OPT_SNAPSHOT_MAX_BYTES: args->snapshot_max_bytes = v; break;
         default: assert (false);                //  a GW_OPTKIND_SIZE entry without a field
     }
 }
@@ -142,11 +172,17 @@ s_parse_value (gw_args_t *args, gw_opt_id_t id, const char *val)
                 return -EINVAL;
             s_store (args, id, v);
             break;
-        case GW_OPTKIND_SECONDS:
-            args->cell_timeout = strtod (val, &end);
-            if (end == val || *end || args->cell_timeout < 0)
+        case GW_OPTKIND_SECONDS: {
+            double *slot = id == GW_OPT_IDLE_PAUSE ? &args->idle_pause
+                         : id == GW_OPT_IDLE_TIMEOUT ? &args->idle_timeout
+                         : id == GW_OPT_TTL ? &args->ttl
+                         : id == GW_OPT_SNAPSHOT_MAX_AGE ? &args->snapshot_max_age
+                         : &args->cell_timeout;
+            *slot = strtod (val, &end);
+            if (end == val || *end || !(*slot >= 0) || *slot > 1e9)
                 return -EINVAL;
             break;
+        }
         case GW_OPTKIND_ACCEL:
             if (gw_accel_parse (val) < 0)
                 return -EINVAL;

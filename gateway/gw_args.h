@@ -33,7 +33,9 @@ typedef enum {
     GW_OPT_ARTIFACT_MAX_FILE, GW_OPT_ARTIFACT_MAX_SESSION, GW_OPT_QEMU, GW_OPT_ACCEL,
     GW_OPT_RUN_DIR, GW_OPT_MEMORY, GW_OPT_VCPUS, GW_OPT_DISK_SIZE, GW_OPT_TEMPLATE_DIR,
     GW_OPT_NO_TEMPLATES, GW_OPT_BUILD_TEMPLATE, GW_OPT_POOL, GW_OPT_POOL_DAEMON,
-    GW_OPT_POOL_BUDGET, GW_OPT_POOL_IDLE, GW_OPT_LISTEN_FDS, GW_OPT_HELP, GW_OPT_COUNT
+    GW_OPT_POOL_BUDGET, GW_OPT_POOL_IDLE, GW_OPT_LISTEN_FDS, GW_OPT_IDLE_PAUSE,
+    GW_OPT_IDLE_TIMEOUT, GW_OPT_TTL, GW_OPT_SNAPSHOT_DIR, GW_OPT_FROM_SNAPSHOT, GW_OPT_SNAPSHOT_GC,
+    GW_OPT_SNAPSHOT_MAX_AGE, GW_OPT_SNAPSHOT_MAX_BYTES, GW_OPT_HELP, GW_OPT_COUNT
 } gw_opt_id_t;
 
 //  How a value is checked and where it goes.
@@ -58,7 +60,8 @@ typedef struct {
     const char *text [GW_OPT_COUNT];
     size_t max_msg;
     uint32_t max_frame;
-    double cell_timeout;
+    double cell_timeout, idle_pause, idle_timeout, ttl, snapshot_max_age;
+    unsigned long long snapshot_max_bytes;
     unsigned memory_mib, vcpus, pool, pool_budget_mib, pool_idle_s;
     unsigned long long disk_bytes, artifact_max_file, artifact_max_session;
     char image_dir [PATH_MAX];                  //  made absolute by gw_args_vm_config

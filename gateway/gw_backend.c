@@ -119,6 +119,49 @@ gw_backend_cancel_chunks (gw_backend_t *self)
         self->cancel_chunks (self->ctx);
 }
 
+static int
+s_unsupported (const gw_backend_t *self, const char *what, char *err, size_t errlen)
+{
+    snprintf (err, errlen, "the %s backend cannot %s", self->name, what);
+    return -ENOTSUP;
+}
+
+int
+gw_backend_keep_workspace (gw_backend_t *self, const char *dir, char *err, size_t errlen)
+{
+    assert (self && dir);
+    if (!self->keep_workspace)
+        return s_unsupported (self, "keep /workspace across a restart", err, errlen);
+    return self->keep_workspace (self->ctx, dir, err, errlen);
+}
+
+int
+gw_backend_snapshot (gw_backend_t *self, const char *store_dir, const char *name,
+                     gw_chunk_fn *done, void *arg, char *err, size_t errlen)
+{
+    assert (self && store_dir && name && done);
+    if (!self->snapshot)
+        return s_unsupported (self, "take snapshots (use the microvm backend)", err, errlen);
+    return self->snapshot (self->ctx, store_dir, name, done, arg, err, errlen);
+}
+
+int
+gw_backend_pause (gw_backend_t *self, const char *store_dir, const char *name,
+                  gw_chunk_fn *done, void *arg, char *err, size_t errlen)
+{
+    assert (self && store_dir && name && done);
+    if (!self->pause)
+        return s_unsupported (self, "pause to disk", err, errlen);
+    return self->pause (self->ctx, store_dir, name, done, arg, err, errlen);
+}
+
+const char *
+gw_backend_workspace (gw_backend_t *self)
+{
+    assert (self);
+    return self->workspace ? self->workspace (self->ctx) : NULL;
+}
+
 const char *
 gw_backend_name (const gw_backend_t *self)
 {

@@ -86,6 +86,28 @@ typedef struct {
     void (*cancel_chunks) (void *ctx);
     //  Kill whatever still runs and free ctx. Never calls a done.
     void (*destroy) (void *ctx);
+    //  A client restart: when destroyed, leave this session's /workspace in
+    //  dir (an empty directory that exists) instead of deleting it, so the
+    //  next gateway of the same session adopts it (docs/sessions.md). May
+    //  block (it runs once, at the end). 0, or -errno with the reason in
+    //  err (the workspace is then lost, and the caller says so). NULL: the
+    //  backend cannot.
+    int (*keep_workspace) (void *ctx, const char *dir, char *err, size_t errlen);
+    //  A session snapshot (docs/sessions.md): save the running VM as name
+    //  in store_dir; done runs later on the reactor thread with rc 0 and
+    //  the reply content (borrowed), or a negative errno and the reason.
+    //  0 when started, -EBUSY while one runs, -ENOTSUP (reason in err).
+    //  NULL: the backend cannot.
+    int (*snapshot) (void *ctx, const char *store_dir, const char *name, gw_chunk_fn *done,
+                     void *arg, char *err, size_t errlen);
+    //  Idle: save the VM into store_dir as name and stop it (host RAM goes
+    //  to ~0). The kernel's channel then closes; reap does not report a
+    //  death. The next start resumes it. done as for snapshot. NULL: cannot.
+    int (*pause) (void *ctx, const char *store_dir, const char *name, gw_chunk_fn *done,
+                  void *arg, char *err, size_t errlen);
+    //  Where this session's /workspace lives on the host (a disk layer or a
+    //  directory), for `cellvm ls`; NULL when unknown. NULL: none.
+    const char *(*workspace) (void *ctx);
     void *ctx;                                  //  backend state, owned
     //  The channel is a virtio port: the kernel writes a sync marker before
     //  every hello (docs/channel.md), and the port outlives a kernel, so each
@@ -115,7 +137,15 @@ int gw_backend_put_chunk (gw_backend_t *self, const char *path, bool append,
 int gw_backend_get_chunk (gw_backend_t *self, const char *path, uint64_t offset, size_t len,
                           gw_chunk_fn *done, void *arg, char *err, size_t errlen);
 void gw_backend_cancel_chunks (gw_backend_t *self);
+//  -ENOTSUP with the reason in err when the backend lacks the operation.
+int gw_backend_keep_workspace (gw_backend_t *self, const char *dir, char *err, size_t errlen);
+int gw_backend_snapshot (gw_backend_t *self, const char *store_dir, const char *name,
+                         gw_chunk_fn *done, void *arg, char *err, size_t errlen);
+int gw_backend_pause (gw_backend_t *self, const char *store_dir, const char *name,
+                      gw_chunk_fn *done, void *arg, char *err, size_t errlen);
 const char *gw_backend_name (const gw_backend_t *self);
+//  NULL when unknown.
+const char *gw_backend_workspace (gw_backend_t *self);
 bool gw_backend_sync_markers (const gw_backend_t *self);
 
 //  Destroy a backend made by one of the gw_backend_*_new constructors;

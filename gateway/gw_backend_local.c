@@ -5,6 +5,7 @@
     async-signal-safe calls; everything it needs is prepared beforehand.
 */
 #include "gw_backend_local.h"
+#include "gw_keep.h"
 #include "gw_rundir.h"
 #include "gw_wsfiles.h"
 #include "gw_log.h"
@@ -13,6 +14,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,9 +23,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define S_CHAN_FD 3                             //  the kernel's --fd
+#define S_BARRIER_S 60                          //  how long keep waits for a file chunk
 
 //  A file chunk operation, run on the worker thread (gw_backend.h).
 typedef struct {
@@ -40,6 +44,7 @@ typedef struct {
     uint8_t *got;
     size_t got_len;
     char err [512];
+    sem_t ran;                                  //  a barrier (keep_workspace): posted when run
 } s_chunk_op_t;
 
 typedef struct {
@@ -220,6 +225,20 @@ s_pid (void *ctx)
     return (int) ((s_local_t *) ctx)->pid;
 }
 
+//  Kill the kernel and wait for it, blocking.
+static void
+s_stop_kernel (s_local_t *self)
+{
+    pid_t pid = self->pid;
+    if (pid <= 0)
+        return;
+    s_kill (self);
+    while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    killpg (pid, SIGKILL);                      //  what the cell forked meanwhile
+    self->pid = 0;
+}
+
 static void s_cancel_chunks (void *ctx);
 
 static void
@@ -228,10 +247,7 @@ s_destroy (void *ctx)
     s_local_t *self = (s_local_t *) ctx;
     if (!self)
         return;
-    if (self->pid > 0) {
-        s_kill (self);
-        waitpid (self->pid, NULL, 0);
-    }
+    s_stop_kernel (self);
     if (self->worker)
         s_cancel_chunks (self);
     gw_worker_destroy (&self->worker);
@@ -333,9 +349,115 @@ s_on_event (void *ctx)
     return 0;
 }
 
+//  --------------------------------------------------------------------------
+//  Restarts keep /workspace (docs/sessions.md): handing it over, adopting it.
+
+static void
+s_barrier_work (void *arg)
+{
+    sem_post (&((s_chunk_op_t *) arg)->ran);
+}
+
+//  Queued after every chunk operation: when it runs, none runs any more.
+//  An empty chunk op, so whatever releases ops (cancel, destroy, its done)
+//  frees it; never this function: the worker may touch it after the post.
+static int
+s_worker_barrier (s_local_t *self)
+{
+    s_chunk_op_t *barrier = calloc (1, sizeof *barrier);
+    if (!barrier || sem_init (&barrier->ran, 0, 0) < 0)
+        abort ();
+    gw_worker_submit (self->worker, s_barrier_work, s_op_free, barrier);
+    struct timespec deadline;
+    clock_gettime (CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += S_BARRIER_S;
+    int rc;
+    while ((rc = sem_timedwait (&barrier->ran, &deadline)) < 0 && errno == EINTR)
+        ;
+    return rc < 0 ? -errno : 0;
+}
+
+static bool
+s_own_dir (const char *path)
+{
+    struct stat st;
+    return lstat (path, &st) == 0 && S_ISDIR (st.st_mode) && st.st_uid == geteuid ();
+}
+
+//  Nothing may write into the workspace once it is handed over: the kernel
+//  (and its process group) dies first, and a file chunk in flight ends.
+static int
+s_keep_workspace (void *ctx, const char *dir, char *err, size_t errlen)
+{
+    s_local_t *self = (s_local_t *) ctx;
+    assert (self && dir);
+    char dst [4200];
+    const char *why = NULL;
+    int rc = 0;
+    s_stop_kernel (self);
+    if ((rc = s_worker_barrier (self)) < 0)
+        why = "a file transfer into it is still running";
+    else if (!s_own_dir (dir))
+        why = "the destination is not a directory we own", rc = -EACCES;
+    else if (snprintf (dst, sizeof dst, "%s/workspace", dir) >= (int) sizeof dst)
+        why = "the destination path is too long", rc = -ENAMETOOLONG;
+    else if ((rc = gw_keep_move (self->workspace, dst)) < 0)
+        why = strerror (-rc);
+    if (rc < 0)
+        goto fail;
+    gw_log (GW_LOG_INFO, "keep.moved", "workspace=%s dir=%s", self->workspace, dir);
+    return 0;
+fail:
+    snprintf (err, errlen, "cannot keep the workspace %s in %s: %s", self->workspace, dir, why);
+    return rc;
+}
+
+//  Move adopt_dir/workspace in as ours if it is a real directory we own.
+//  adopt_dir goes either way (unless it is another user's directory).
+static bool
+s_adopt (s_local_t *self, const char *adopt_dir)
+{
+    char src [4200];
+    struct stat st;
+    const char *why = NULL;
+    int rc = 0;
+    snprintf (src, sizeof src, "%s/workspace", adopt_dir);
+    bool foreign = lstat (adopt_dir, &st) == 0 && S_ISDIR (st.st_mode) && st.st_uid != geteuid ();
+    if (!s_own_dir (adopt_dir))
+        why = "the kept dir is missing, a symlink or not ours";
+    else if (!s_own_dir (src))
+        why = "its workspace is missing, a symlink or not ours";
+    else if ((rc = gw_keep_move (src, self->workspace)) < 0)
+        why = strerror (-rc);
+    if (why)
+        gw_log (GW_LOG_WARN, "keep.adopt_fresh", "dir=%s reason=\"%s\"", adopt_dir, why);
+    else
+        gw_log (GW_LOG_INFO, "keep.adopted", "dir=%s workspace=%s", adopt_dir, self->workspace);
+    if (!foreign && (rc = gw_rundir_remove_tree (adopt_dir)) < 0)
+        gw_log (GW_LOG_WARN, "keep.left", "dir=%s reason=\"%s\"", adopt_dir, strerror (-rc));
+    return !why;
+}
+
+//  The kernel's outdir. An adopted workspace may hold anything there: what
+//  is not a directory we own is replaced.
+static int
+s_make_outdir (s_local_t *self)
+{
+    if (mkdir (self->outdir, 0700) == 0)
+        return 0;
+    if (errno != EEXIST)
+        return -errno;
+    if (s_own_dir (self->outdir))
+        return 0;
+    int rc = gw_rundir_remove_tree (self->outdir);
+    if (rc == 0 && mkdir (self->outdir, 0700) < 0)
+        rc = -errno;
+    return rc;
+}
+
 //  A private workspace for the session: never the host's /workspace.
 static int
-s_make_workspace (s_local_t *self, char *err, size_t errlen)
+s_make_workspace (s_local_t *self, const char *adopt_dir, char *err, size_t errlen)
 {
     char base [4096];
     if (gw_rundir_default_base (base, sizeof base) == 0)
@@ -346,15 +468,39 @@ s_make_workspace (s_local_t *self, char *err, size_t errlen)
     snprintf (self->workspace, sizeof self->workspace, "%s/workspace",
               gw_rundir_path (self->run));
     snprintf (self->outdir, sizeof self->outdir, "%s/out", self->workspace);
-    if (mkdir (self->workspace, 0700) < 0 || mkdir (self->outdir, 0700) < 0) {
-        snprintf (err, errlen, "cannot create %s: %s", self->outdir, strerror (errno));
-        return -errno;
-    }
-    return 0;
+    int rc = 0;
+    if (!(adopt_dir && s_adopt (self, adopt_dir)) && mkdir (self->workspace, 0700) < 0)
+        rc = -errno;
+    if (rc == 0)
+        rc = s_make_outdir (self);
+    if (rc < 0)
+        snprintf (err, errlen, "cannot create %s: %s", self->outdir, strerror (-rc));
+    return rc;
 }
 
 gw_backend_t *
 gw_backend_local_new (const char *kernel_path, uint32_t max_frame, char *err, size_t errlen)
+{
+    return gw_backend_local_new_opts (kernel_path, max_frame, NULL, err, errlen);
+}
+
+const char *
+gw_backend_local_workspace (const gw_backend_t *backend)
+{
+    if (!backend || backend->destroy != s_destroy)
+        return NULL;                            //  not ours
+    return ((const s_local_t *) backend->ctx)->workspace;
+}
+
+static const char *
+s_workspace (void *ctx)
+{
+    return ((s_local_t *) ctx)->workspace;
+}
+
+gw_backend_t *
+gw_backend_local_new_opts (const char *kernel_path, uint32_t max_frame, const char *adopt_dir,
+                           char *err, size_t errlen)
 {
     assert (kernel_path && err);
     struct stat st;
@@ -375,7 +521,7 @@ gw_backend_local_new (const char *kernel_path, uint32_t max_frame, char *err, si
         abort ();
     snprintf (self->max_frame, sizeof self->max_frame, "%u", max_frame);
     self->worker = gw_worker_new ();
-    if (s_make_workspace (self, err, errlen) < 0) {
+    if (s_make_workspace (self, adopt_dir, err, errlen) < 0) {
         s_destroy (self);
         free (backend);
         return NULL;
@@ -384,7 +530,8 @@ gw_backend_local_new (const char *kernel_path, uint32_t max_frame, char *err, si
         .name = "unsafe-local", .start = s_start, .kill = s_kill, .reap = s_reap,
         .pid = s_pid, .destroy = s_destroy, .ctx = self, .event_fd = s_event_fd,
         .on_event = s_on_event, .put_chunk = s_put_chunk, .get_chunk = s_get_chunk,
-        .cancel_chunks = s_cancel_chunks
+        .cancel_chunks = s_cancel_chunks, .keep_workspace = s_keep_workspace,
+        .workspace = s_workspace
     };
     return backend;
 }

@@ -9,7 +9,11 @@
     unit tests run all of this on mock VMs.
 */
 #include "gw_backend_microvm.h"
+#include "gw_microvm_int.h"
+#include "gw_chain.h"
 #include "gw_init.h"
+#include "gw_rundir.h"
+#include "gw_vmargv.h"
 #include "gw_log.h"
 #include "gw_vmh.h"
 #include "gw_vmstart.h"
@@ -33,43 +37,11 @@
 #define S_CHUNK_MS 60000            //  one chunk's round trip through init (seam: less)
 #define S_NOT_READING "the VM's init is not reading its port"
 
-//  A chunk operation sent (or waiting to be sent) to init.
-typedef struct s_op_t {
-    struct s_op_t *next;
-    char id [37];                   //  its request's msg_id, "" until sent
-    bool put, append;
-    char *path;
-    const uint8_t *data;            //  put: the caller's bytes
-    size_t len;
-    uint64_t offset;
-    int64_t deadline;               //  once sent
-    gw_chunk_fn *done;
-    void *arg;
-} s_op_t;
-
-typedef struct {
-    gw_vm_config_t cfg;
-    gw_microvm_seam_t seam;         //  the real thing, or a test's mock VMs
-    int64_t chunk_ms;               //  a chunk's deadline after it was sent
-    gw_vmstart_t *starter;          //  pool take or restore, on its own thread
-    bool starting;                  //  a start is with the starter
-    bool stop_start;                //  ... and was killed: end it when it returns
-    gw_vmh_t *vm;                   //  the session's VM, NULL: none
-    int kernel_fd;                  //  our connection to the kernel port
-    gw_init_t *init;
-    int epfd, timerfd;              //  event fd: init's port, timer, starter
-    bool init_ready;                //  init answered a hello
-    bool kernel_alive;              //  started and not reported dead
-    bool have_exit;                 //  exit waiting for reap
-    gw_exit_t exit;
-    s_op_t *ops;                    //  chunk operations, oldest first
-} s_self_t;
-
 //  ---------------------------------------------------------------------------
 //  Init's port
 
-static void
-s_timer (s_self_t *self, bool on)
+void
+gw_microvm__timer (s_self_t *self, bool on)
 {
     struct itimerspec it = { { 0, 0 }, { 0, 0 } };
     if (on)
@@ -78,8 +50,8 @@ s_timer (s_self_t *self, bool on)
 }
 
 //  Poll init's port for writing too while its queue holds bytes.
-static void
-s_watch_init (s_self_t *self)
+void
+gw_microvm__watch_init (s_self_t *self)
 {
     if (!self->init)
         return;
@@ -95,7 +67,7 @@ s_adopt_init (s_self_t *self, gw_init_t **init_p, bool ready)
     self->init = *init_p;
     *init_p = NULL;
     self->init_ready = ready;
-    s_watch_init (self);
+    gw_microvm__watch_init (self);
 }
 
 static void
@@ -113,7 +85,7 @@ s_send_init_hello (s_self_t *self)
 {
     json_t *c = ch_hello_driver (CH_PROTO_INIT, "cellvm-gateway", 0);
     gw_init_send (self->init, "hello", &c, NULL, 0, NULL);
-    s_watch_init (self);
+    gw_microvm__watch_init (self);
 }
 
 //  ---------------------------------------------------------------------------
@@ -142,7 +114,7 @@ s_op_send (s_self_t *self, s_op_t *op)
                                      (json_int_t) op->offset, "length", (json_int_t) op->len);
     int rc = gw_init_send (self->init, op->put ? "put_request" : "get_request", &c,
                            op->put ? op->data : NULL, op->put ? op->len : 0, op->id);
-    s_watch_init (self);
+    gw_microvm__watch_init (self);
     op->deadline = zclock_mono () + self->chunk_ms;
     return rc;
 }
@@ -200,7 +172,7 @@ s_ops_fail (s_self_t *self, bool expired_only, const char *why)
 static int
 s_chunk (s_self_t *self, s_op_t *proto, char *err, size_t errlen)
 {
-    if (!self->vm || !self->init) {
+    if ((!self->vm || !self->init) && !self->starting) {
         snprintf (err, errlen, "the session has no running VM");
         return -ENOTCONN;
     }
@@ -215,8 +187,8 @@ s_chunk (s_self_t *self, s_op_t *proto, char *err, size_t errlen)
     while (*pp)
         pp = &(*pp)->next;
     *pp = op;
-    s_timer (self, true);                       //  deadlines are checked on it
-    int rc = self->init_ready ? s_op_send (self, op) : 0;
+    gw_microvm__timer (self, true);                       //  deadlines are checked on it
+    int rc = self->init && self->init_ready ? s_op_send (self, op) : 0;
     if (rc < 0) {                               //  done never runs inside this call
         *pp = NULL;
         free (op->path);
@@ -288,9 +260,11 @@ s_on_init_msg (s_self_t *self, ch_msg_t *msg)
 {
     const char *type = ch_msg_type (msg);
     json_t *c = ch_msg_content (msg);
+    if (gw_microvm__on_init_reply (self, msg))
+        return 0;
     if (strcmp (type, "hello") == 0 && !self->init_ready) {
         self->init_ready = true;
-        s_timer (self, self->ops != NULL);
+        gw_microvm__timer (self, self->ops != NULL);
         gw_log (GW_LOG_INFO, "vm.init_ready", "pid=%d", self->vm ? gw_vmh_pid (self->vm) : 0);
         s_ops_send_waiting (self);
     }
@@ -351,7 +325,7 @@ s_on_tick (s_self_t *self)
               (double) self->chunk_ms / 1000);
     s_ops_fail (self, true, why);
     if (self->init_ready && !self->ops)
-        s_timer (self, false);
+        gw_microvm__timer (self, false);
 }
 
 static int
@@ -369,7 +343,8 @@ s_on_event (void *ctx)
     }
     if (rc == -EPIPE || rc == -EPROTO)
         s_init_lost (self, rc);
-    s_watch_init (self);
+    gw_microvm__watch_init (self);
+    gw_microvm__on_save (self);
     return died;
 }
 
@@ -388,8 +363,8 @@ s_try_init (s_self_t *self)
     s_send_init_hello (self);
 }
 
-static void
-s_drop_vm (s_self_t *self)
+void
+gw_microvm__drop_vm (s_self_t *self)
 {
     s_drop_init (self);
     s_ops_fail (self, false, "the session's VM is gone");
@@ -401,7 +376,7 @@ s_drop_vm (s_self_t *self)
         gw_vmstart_dispose (self->starter, &self->vm);
     else
         gw_vmh_destroy (&self->vm);
-    s_timer (self, false);
+    gw_microvm__timer (self, false);
 }
 
 //  The real cold boot: a QEMU from the image.
@@ -429,12 +404,33 @@ s_boot (s_self_t *self, char *err, size_t errlen)
             gw_vmh_run_dir (vm));
     self->vm = vm;
     self->init_ready = false;
-    s_timer (self, true);                       //  also drives connecting init's port
+    gw_microvm__timer (self, true);                       //  also drives connecting init's port
     return 0;
 }
 
+//  A cold boot, over the disk chain a restart or a death left, if any.
 static int
-s_dup_kernel_fd (s_self_t *self, int *fd_p, char *err, size_t errlen)
+s_boot_keeping (s_self_t *self, char *err, size_t errlen)
+{
+    char top [NAME_MAX + 1];
+    const char *chain = self->chain_dir [0] ? self->chain_dir : NULL;
+    if (chain && gw_chain_top (chain, top, sizeof top) == 0) {
+        self->cfg.disk_chain_dir = chain;
+        self->cfg.disk_name = top;
+    }
+    int rc = s_boot (self, err, errlen);
+    snprintf (self->disk_top, sizeof self->disk_top, "%s", self->cfg.disk_name
+              ? self->cfg.disk_name : GW_VMARGV_DISK);
+    self->cfg.disk_chain_dir = self->cfg.disk_name = NULL;
+    if (rc == 0 && chain)
+        gw_rundir_remove_tree (self->chain_dir);
+    if (rc == 0)
+        self->chain_dir [0] = '\0';
+    return rc;
+}
+
+int
+gw_microvm__dup_kernel_fd (s_self_t *self, int *fd_p, char *err, size_t errlen)
 {
     *fd_p = fcntl (self->kernel_fd, F_DUPFD_CLOEXEC, 3);
     if (*fd_p < 0) {
@@ -452,6 +448,8 @@ s_start (void *ctx, int *fd_p, char *err, size_t errlen)
     s_self_t *self = ctx;
     *fd_p = -1;
     self->stop_start = false;                   //  a start killed in flight goes on
+    if (!self->vm && !self->starting)
+        gw_microvm__prepare_start (self);
     if (!self->vm) {                            //  the starter reports to s_connect
         if (!self->starting && gw_vmstart_begin (self->starter) < 0) {
             snprintf (err, errlen, "a VM start is already under way");
@@ -462,17 +460,22 @@ s_start (void *ctx, int *fd_p, char *err, size_t errlen)
         self->have_exit = false;
         return 0;
     }
+    if (!self->starting && gw_microvm__rebirth (self)) {
+        self->kernel_alive = true;
+        self->have_exit = false;
+        return 0;                               //  connect takes the new VM
+    }
     json_t *c = json_object ();
     int rc = self->init ? gw_init_send (self->init, "restart_request", &c, NULL, 0, NULL) : -EPIPE;
     json_decref (c);                            //  NULL once sent
     if (rc < 0) {
         snprintf (err, errlen, "the VM's init does not answer; it will be replaced");
-        s_drop_vm (self);
+        gw_microvm__drop_vm (self);
         return -EIO;
     }
-    s_watch_init (self);
+    gw_microvm__watch_init (self);
     gw_log (GW_LOG_INFO, "vm.kernel_restart", "pid=%d", gw_vmh_pid (self->vm));
-    return s_dup_kernel_fd (self, fd_p, err, errlen);
+    return gw_microvm__dup_kernel_fd (self, fd_p, err, errlen);
 }
 
 //  The starter ended: adopt its VM, or cold-boot.
@@ -480,17 +483,26 @@ static int
 s_take_start (s_self_t *self, char *err, size_t errlen)
 {
     gw_vmstart_result_t res = { .kernel_fd = -1 };
-    int rc = gw_vmstart_take (self->starter, &res);
+    int rc = self->detach_id [0] ? -EAGAIN : gw_vmstart_take (self->starter, &res);
     if (rc == -EAGAIN)
         return -EAGAIN;
     self->starting = false;
+    if (rc == -ECHILD && self->vm)              //  the rebirth fell back to a restart in place
+        return 0;
+    if (rc == -EIO) {                           //  a snapshot that would not resume
+        snprintf (err, errlen, "%s", gw_vmstart_error (self->starter));
+        gw_microvm__started (self, rc, NULL);
+        return -EIO;
+    }
     if (rc == 0) {
+        gw_microvm__started (self, rc, res.how);
         self->vm = res.vm;
         self->kernel_fd = res.kernel_fd;
         s_adopt_init (self, &res.init, true);
+        s_ops_send_waiting (self);              //  chunks asked for while it started
         return 0;
     }
-    return s_boot (self, err, errlen) < 0 ? -EIO : -EAGAIN;
+    return s_boot_keeping (self, err, errlen) < 0 ? -EIO : -EAGAIN;
 }
 
 static int
@@ -514,7 +526,7 @@ s_connect (void *ctx, int *fd_p, char *err, size_t errlen)
         gw_log (GW_LOG_INFO, "vm.kernel_port", "pid=%d", gw_vmh_pid (self->vm));
     }
     s_try_init (self);
-    return s_dup_kernel_fd (self, fd_p, err, errlen);
+    return gw_microvm__dup_kernel_fd (self, fd_p, err, errlen);
 }
 
 static int
@@ -529,7 +541,7 @@ s_kill (void *ctx)
     //  Kill only the kernel (its whole cgroup); the VM and /workspace stay.
     if (self->init && self->init_ready
     &&  gw_init_send (self->init, "kill_request", &c, NULL, 0, NULL) == 0) {
-        s_watch_init (self);
+        gw_microvm__watch_init (self);
         return 0;
     }
     json_decref (c);
@@ -549,7 +561,7 @@ s_vm_died (s_self_t *self, int status, gw_exit_t *exit_p)
               exit_p->signal ? exit_p->signal : exit_p->exit_code);
     gw_log (GW_LOG_ERROR, "vm.died", "exit_code=%d signal=%d console=%s", exit_p->exit_code,
             exit_p->signal, gw_vmh_console (self->vm));
-    s_drop_vm (self);
+    gw_microvm__drop_vm (self);
     self->kernel_alive = false;
 }
 
@@ -607,7 +619,8 @@ s_destroy (void *ctx)
     }
     s_cancel_chunks (self);
     gw_vmstart_destroy (&self->starter);
-    s_drop_vm (self);
+    gw_microvm__drop_vm (self);
+    gw_microvm__end (self);
     if (self->epfd >= 0)
         close (self->epfd);
     if (self->timerfd >= 0)
@@ -655,7 +668,9 @@ gw_backend_microvm_new_opts (const gw_vm_config_t *cfg, const gw_microvm_opts_t 
         abort ();
     self->cfg = *cfg;
     if (opts)
-        self->seam = opts->seam;
+        self->opts = *opts;
+    self->seam = self->opts.seam;
+    snprintf (self->disk_top, sizeof self->disk_top, "%s", GW_VMARGV_DISK);
     self->chunk_ms = self->seam.chunk_ms ? self->seam.chunk_ms : S_CHUNK_MS;
     self->kernel_fd = -1;
     self->epfd = epoll_create1 (EPOLL_CLOEXEC);
@@ -676,6 +691,8 @@ gw_backend_microvm_new_opts (const gw_vm_config_t *cfg, const gw_microvm_opts_t 
         .reap = s_reap, .pid = s_pid, .destroy = s_destroy, .ctx = self,
         .sync_markers = true, .event_fd = s_event_fd, .on_event = s_on_event,
         .put_chunk = s_put_chunk, .get_chunk = s_get_chunk, .cancel_chunks = s_cancel_chunks,
+        .keep_workspace = gw_microvm__keep_workspace, .snapshot = gw_microvm__snapshot,
+        .pause = gw_microvm__pause, .workspace = gw_microvm__workspace,
     };
     return be;
 fail:

@@ -42,6 +42,10 @@ typedef struct {
     const char *pool_socket;                    //  take clones from this pool daemon, NULL: no
     char *const *pool_argv;                     //  starts the daemon when none answers
     gw_microvm_seam_t seam;                     //  all zero but in tests
+    //  Sessions that outlive a process (docs/sessions.md). NULL: none.
+    const char *adopt_chain_dir;                //  the first VM adopts this kept disk chain
+    const char *from_snapshot;                  //  the first VM resumes this snapshot
+    const char *snapshot_dir;                   //  the snapshot store (NULL: its default)
 } gw_microvm_opts_t;
 
 //  cfg is copied; its strings are borrowed and must outlive the backend.

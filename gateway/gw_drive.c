@@ -182,6 +182,31 @@ gw_drive_init_hello (gw_drive_t *self, const json_t *extra, const uint8_t *buf, 
     return rc;
 }
 
+int
+gw_drive_init_request (gw_drive_t *self, const char *msg_type, json_t *content,
+                       json_t **reply_p, char *err, size_t errlen)
+{
+    assert (self && msg_type);
+    ch_msg_t *reply = NULL;
+    json_t *c = content ? json_incref (content) : json_object ();
+    int rc = self->init ? gw_init_call (self->init, msg_type, &c, NULL, 0, s_left_ms (self),
+                                        &reply) : -ENOTCONN;
+    json_decref (c);
+    json_t *rc_content = reply ? ch_msg_content (reply) : NULL;
+    const char *status = json_string_value (json_object_get (rc_content, "status"));
+    if (rc == 0 && (!status || strcmp (status, "ok") != 0)) {
+        snprintf (err, errlen, "%s: %s", json_string_value (json_object_get (rc_content, "ename"))
+                  ?: "Error", json_string_value (json_object_get (rc_content, "evalue")) ?: "?");
+        rc = -EIO;
+    }
+    else if (rc < 0)
+        snprintf (err, errlen, "init did not answer %s: %s", msg_type, strerror (-rc));
+    if (rc == 0 && reply_p)
+        *reply_p = json_incref (rc_content);
+    ch_msg_destroy (&reply);
+    return rc;
+}
+
 //  Init's notices meanwhile: true when the kernel died (self->died says how).
 static bool
 s_kernel_died (gw_drive_t *self)

@@ -66,4 +66,10 @@ int gw_drive_silent_cell (gw_drive_t *self, const char *code, char *err, size_t 
 gw_init_t *gw_drive_take_init (gw_drive_t *self);
 int gw_drive_take_kernel_fd (gw_drive_t *self);
 
+//  Send init a request and wait for its reply (as gw_init_call). 0 and
+//  *reply_p (its content, new reference) when the reply says "ok"; else
+//  -errno with the reply's ename and evalue (or the failure) in err.
+int gw_drive_init_request (gw_drive_t *self, const char *msg_type, json_t *content,
+                           json_t **reply_p, char *err, size_t errlen);
+
 #endif

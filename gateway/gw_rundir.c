@@ -25,7 +25,7 @@
 
 #define S_PIDFILE "gateway.pid"
 #define S_QEMU_PIDFILE "qemu.pid"
-#define S_MAX_DEPTH 8                           //  run dirs are flat; a bound anyway
+#define S_MAX_DEPTH 256                         //  a local workspace is the user's tree; one fd per level
 #define S_YOUNG_S 60                            //  a dir without pid file may be in creation
 #define S_TMPFS_MAGIC 0x01021994
 

@@ -43,6 +43,8 @@ struct _gw_server_t {
     int64_t slow_ms;                            //  watchdog: log turns over this, 0: off
     int schedstat_fd;                           //  the reactor thread's, -1: not opened
     int64_t turn_wait0;                         //  its runqueue wait when the turn began
+    gw_server_tick_fn *tick_fn;                 //  also on every tick, NULL: none
+    void *tick_arg;
 };
 
 //  --------------------------------------------------------------------------
@@ -272,6 +274,8 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
         gw_session_shutdown (self->session);
     }
     gw_session_tick (self->session);
+    if (self->tick_fn)
+        self->tick_fn (self->tick_arg, self->session);
     int rc = s_sync (self);
     s_turn_end (self, t0, "tick", NULL);
     return rc;
@@ -546,4 +550,19 @@ gw_server_run (gw_server_t *self)
         }
     }
     return gw_session_finished (self->session) ? gw_session_exit_code (self->session) : 1;
+}
+
+gw_session_t *
+gw_server_session (gw_server_t *self)
+{
+    assert (self);
+    return self->session;
+}
+
+void
+gw_server_set_tick_fn (gw_server_t *self, gw_server_tick_fn *fn, void *arg)
+{
+    assert (self);
+    self->tick_fn = fn;
+    self->tick_arg = arg;
 }

@@ -41,4 +41,10 @@ void gw_server_watch_parent (gw_server_t *self, int pid);
 //  process exit code (0 after a clean shutdown).
 int gw_server_run (gw_server_t *self);
 
+//  The session (borrowed).
+gw_session_t *gw_server_session (gw_server_t *self);
+//  Also call fn (arg, session) on every reactor tick (status files).
+typedef void (gw_server_tick_fn) (void *arg, gw_session_t *session);
+void gw_server_set_tick_fn (gw_server_t *self, gw_server_tick_fn *fn, void *arg);
+
 #endif

@@ -123,7 +123,7 @@ s_send (gw_session_t *self, const ch_msg_t *msg)
 static void
 s_deliver (gw_session_t *self, ch_msg_t **msg_p)
 {
-    if (self->state == GW_SESSION_READY) {
+    if (self->state == GW_SESSION_READY && !self->pausing) {
         s_send (self, *msg_p);
         ch_msg_destroy (msg_p);
     }
@@ -172,8 +172,8 @@ s_attach (gw_session_t *self, int fd)
     s_send_hello (self);
 }
 
-static int
-s_start_kernel (gw_session_t *self, char *err, size_t errlen)
+int
+gw_session__start_kernel (gw_session_t *self, bool quiet, char *err, size_t errlen)
 {
     assert (self->state == GW_SESSION_NONE && !self->chan);
     int fd = -1;
@@ -184,9 +184,10 @@ s_start_kernel (gw_session_t *self, char *err, size_t errlen)
                 gw_backend_name (self->backend), err);
         return rc;
     }
-    if (self->starts++ > 0)
+    if (self->starts++ > 0 && !quiet)
         ch_uuid4 (self->session);               //  a new kernel, a new session id
-    gw_out_status (self->out, NULL, "starting");          //  once per kernel, as a kernel would
+    if (!quiet)
+        gw_out_status (self->out, NULL, "starting");      //  once per kernel, as a kernel would
     self->state = GW_SESSION_STARTING;
     self->hello = self->killed = false;
     self->end_reason [0] = 0;
@@ -360,7 +361,7 @@ static void
 s_restart (gw_session_t *self)
 {
     char err [256];
-    if (s_start_kernel (self, err, sizeof err) == 0)
+    if (gw_session__start_kernel (self, false, err, sizeof err) == 0)
         return;
     self->failures++;
     s_schedule_restart (self, err);
@@ -392,8 +393,8 @@ s_kernel_ended (gw_session_t *self, const gw_exit_t *ex)
 
 //  Shut down: the kernel gets S_SHUTDOWN_MS to go on its own, then is
 //  stopped. A kernel that is not ready has nothing to lose: stop it now.
-static void
-s_begin_shutdown (gw_session_t *self, bool own_request)
+void
+gw_session__begin_shutdown (gw_session_t *self, bool own_request)
 {
     self->shutting_down = true;
     self->shutdown_at = zclock_mono () + S_SHUTDOWN_MS;
@@ -469,6 +470,7 @@ gw_session_tick (gw_session_t *self)
     }
     if (self->state == GW_SESSION_READY)
         s_check_cell_timeout (self, now);
+    gw_session__life_tick (self, now);
     if (self->shutting_down && now >= self->shutdown_at && self->state != GW_SESSION_NONE)
         s_stop_kernel (self, "The kernel did not exit after shutdown_request");
     if (self->state == GW_SESSION_NONE && self->restart_pending && now >= self->restart_at
@@ -516,16 +518,23 @@ gw_session_request (gw_session_t *self, gw_frames_t **ids_p, ch_msg_t **msg_p)
     if (gw_log_enabled (GW_LOG_DEBUG))
         gw_log (GW_LOG_DEBUG, "client.msg", "channel=%s msg_type=%s msg_id=%s",
                 ch_channel_name (ch_msg_channel (msg)), ch_msg_type (msg), ch_msg_id (msg));
+    gw_session__activity (self);
     if (gw_files_is_request (ch_msg_type (msg))) {
         gw_session__file_request (self, msg, ids_p);
+        goto done;
+    }
+    if (strcmp (ch_msg_type (msg), "cellvm_snapshot_request") == 0) {
+        gw_session__snapshot_request (self, msg, ids_p);
         goto done;
     }
     if (ch_msg_channel (msg) != CH_STDIN)
         gw_reqs_add (self->reqs, msg, ids_p);
     bool shutdown = strcmp (ch_msg_type (msg), "shutdown_request") == 0;
+    if (shutdown && json_is_true (json_object_get (ch_msg_content (msg), "restart")))
+        self->restart_requested = true;
     s_deliver (self, &msg);
     if (shutdown)
-        s_begin_shutdown (self, false);
+        gw_session__begin_shutdown (self, false);
 done:
     ch_msg_destroy (&msg);
     gw_frames_destroy (ids_p);
@@ -613,7 +622,8 @@ int
 gw_session_start (gw_session_t *self, char *err, size_t errlen)
 {
     assert (self && self->state == GW_SESSION_NONE && self->starts == 0);
-    return s_start_kernel (self, err, errlen);
+    self->started_at = self->last_activity = zclock_mono ();
+    return gw_session__start_kernel (self, false, err, errlen);
 }
 
 void
@@ -621,7 +631,7 @@ gw_session_shutdown (gw_session_t *self)
 {
     assert (self);
     if (!self->finished && !self->shutting_down)
-        s_begin_shutdown (self, true);
+        gw_session__begin_shutdown (self, true);
 }
 
 int

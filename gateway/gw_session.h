@@ -42,6 +42,12 @@ typedef struct {
     const char *artifacts_dir;                  //  output_files copied here, NULL: off
     size_t artifact_max_file;                   //  per file (0: 100 MiB)
     size_t artifact_max_session;                //  per session (0: 1 GiB)
+    //  Sessions that outlive a process (docs/sessions.md); 0 / NULL: off.
+    double idle_pause;                          //  save the VM to disk after S idle seconds
+    double idle_timeout;                        //  end the session after S idle seconds
+    double ttl;                                 //  end the session S seconds after its start
+    const char *snapshot_dir;                   //  the snapshot store
+    const char *pause_name;                     //  the name an idle pause saves under
 } gw_session_opts_t;
 
 //  New session over *backend_p (ownership moves in). opts may be NULL.
@@ -100,6 +106,17 @@ void gw_session_tick (gw_session_t *self);
 //  more); the gateway then exits with gw_session_exit_code.
 bool gw_session_finished (const gw_session_t *self);
 int gw_session_exit_code (const gw_session_t *self);
+
+//  The backend (borrowed), for its pid and workspace in the status file.
+gw_backend_t *gw_session_backend (gw_session_t *self);
+//  A client asked for a restart (shutdown_request with restart: true).
+bool gw_session_restart_requested (const gw_session_t *self);
+//  Leave /workspace in dir for the next gateway (gw_backend_keep_workspace),
+//  before the session is destroyed. 0 or -errno with the reason in err.
+int gw_session_keep_workspace (gw_session_t *self, const char *dir, char *err, size_t errlen);
+//  The session's state in one word for `cellvm ls`: "starting", "running"
+//  (a request outstanding), "idle", "pausing", "paused", "stopping".
+const char *gw_session_state_name (const gw_session_t *self);
 
 //  The session id in the headers the gateway signs (new for each kernel).
 const char *gw_session_id (const gw_session_t *self);

@@ -44,6 +44,11 @@ struct _gw_session_t {
     gw_worker_t *worker;                        //  host file writes, off the reactor
     zlistx_t *deferred;                         //  ch_msg_t: output behind a held reply
     char outdir [512];                          //  the kernel's output directory (hello)
+    //  gw_session_life.c
+    int64_t started_at, last_activity;          //  zclock_mono
+    bool pausing, paused;                       //  idle pause under way / done
+    bool restart_requested;                     //  shutdown_request with restart: true
+    bool snapshotting;                          //  a cellvm_snapshot_request is under way
 };
 
 //  msg_id of a kernel message's parent_header ("" when it has none).
@@ -63,6 +68,15 @@ void gw_session__violation (gw_session_t *self, const char *why);
 //  writing the violation into self->why.
 int gw_session__on_kernel_msg (void *arg, ch_msg_t **msg_p);
 
+//  gw_session_life.c: lifetimes, idle pauses, snapshots.
+void gw_session__life_tick (gw_session_t *self, int64_t now);
+//  A client request arrived: the session is active; a paused one resumes.
+void gw_session__activity (gw_session_t *self);
+//  Start the kernel (again): quietly, without a `starting` status or a
+//  new session id, when it resumes from an idle pause.
+int gw_session__start_kernel (gw_session_t *self, bool quiet, char *err, size_t errlen);
+void gw_session__snapshot_request (gw_session_t *self, ch_msg_t *msg, gw_frames_t **ids_p);
+void gw_session__begin_shutdown (gw_session_t *self, bool own_request);
 //  cellvm_put/get_request: answered through the backend, later.
 void gw_session__file_request (gw_session_t *self, ch_msg_t *msg, gw_frames_t **ids_p);
 

@@ -30,7 +30,8 @@
 #define S_SAVE_MS 60000             //  saving the device state
 //  Also pay, once, for what a user's first error and first Tab would cost
 //  under TCG: IPython parsing its own source for the traceback (seconds),
-//  and jedi's first completion.
+//  and jedi's first completion. It ends outside /workspace, which init
+//  then unmounts: a clone mounts whichever disk it was given (docs/sessions.md).
 #define S_WARMUP "import os, sys, random, uuid, json, base64\n" \
                  "import numpy, pandas, IPython\n" \
                  "import matplotlib, matplotlib.pyplot\n" \
@@ -39,7 +40,8 @@
                  "from IPython.core.completer import provisionalcompleter as _pc\n" \
                  "with _pc():\n" \
                  "    _ = list(_ip.Completer.completions('import o', 8))\n" \
-                 "del _ip, _pc, _\n"
+                 "del _ip, _pc, _\n" \
+                 "os.chdir('/')\n"
 
 struct _gw_template_t {
     char path [PATH_MAX];           //  BASE/<key>
@@ -170,7 +172,10 @@ s_boot_warm (gw_vm_t *vm, gw_drive_t *drive, char *err, size_t errlen)
         return rc;
     }
     gw_log (GW_LOG_INFO, "template.kernel_ready", "pid=%d", gw_vm_pid (vm));
-    return gw_drive_silent_cell (drive, S_WARMUP, err, errlen);
+    rc = gw_drive_silent_cell (drive, S_WARMUP, err, errlen);
+    if (rc == 0)
+        rc = gw_drive_init_request (drive, "workspace_detach_request", NULL, NULL, err, errlen);
+    return rc;
 }
 
 //  Stop the template, save its state into dir, copy its disk there.
@@ -420,19 +425,34 @@ s_reseed_kernel (gw_drive_t *drive, char *err, size_t errlen)
     return gw_drive_kernel_hello (drive, (const char *) b64, err, errlen);
 }
 
-int
-gw_template_reseed (gw_vm_t *vm, int timeout_ms, gw_init_t **init_p, int *kernel_fd_p,
-                    char *err, size_t errlen)
+static int
+s_reseed (gw_vm_t *vm, int timeout_ms, bool python, gw_init_t **init_p, int *kernel_fd_p,
+          char *err, size_t errlen)
 {
     assert (vm && init_p && kernel_fd_p);
     gw_drive_t *drive = gw_drive_new (vm, timeout_ms);
     int rc = s_reseed_init (drive, err, errlen);
     if (rc == 0)
-        rc = s_reseed_kernel (drive, err, errlen);
+        rc = python ? s_reseed_kernel (drive, err, errlen)
+                    : gw_drive_kernel_hello (drive, NULL, err, errlen);
     if (rc == 0) {
         *init_p = gw_drive_take_init (drive);
         *kernel_fd_p = gw_drive_take_kernel_fd (drive);
     }
     gw_drive_destroy (&drive);
     return rc;
+}
+
+int
+gw_template_reseed (gw_vm_t *vm, int timeout_ms, gw_init_t **init_p, int *kernel_fd_p,
+                    char *err, size_t errlen)
+{
+    return s_reseed (vm, timeout_ms, true, init_p, kernel_fd_p, err, errlen);
+}
+
+int
+gw_template_rehello (gw_vm_t *vm, int timeout_ms, gw_init_t **init_p, int *kernel_fd_p,
+                     char *err, size_t errlen)
+{
+    return s_reseed (vm, timeout_ms, false, init_p, kernel_fd_p, err, errlen);
 }

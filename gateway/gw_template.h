@@ -69,4 +69,10 @@ gw_vm_t *gw_template_restore (gw_template_t *self, const gw_vm_config_t *cfg, in
 int gw_template_reseed (gw_vm_t *vm, int timeout_ms, gw_init_t **init_p, int *kernel_fd_p,
                         char *err, size_t errlen);
 
+//  gw_template_reseed for a VM that resumes its own session (an idle
+//  pause): the host clock and entropy for init, a plain hello for the
+//  kernel, so Python's generators go on where they were.
+int gw_template_rehello (gw_vm_t *vm, int timeout_ms, gw_init_t **init_p, int *kernel_fd_p,
+                         char *err, size_t errlen);
+
 #endif

@@ -5,6 +5,7 @@
     async-signal-safe calls; everything it needs is prepared beforehand.
 */
 #include "gw_vm.h"
+#include "gw_chain.h"
 #include "gw_log.h"
 #include "gw_rundir.h"
 #include "gw_vmargv.h"
@@ -29,10 +30,12 @@
 
 #define S_MIB (1024ull * 1024)
 #define S_QEMU_LOG "qemu.log"
+#define S_BASE_DISK "base.qcow2"            //  a snapshot's disk under a fork's layer
 
 //  Indexes of the config's strings, which gw_vm_new copies.
 enum { S_QEMU, S_QEMU_IMG, S_IMAGE_DIR, S_KERNEL, S_INITRD, S_ROOTFS, S_RUN_BASE,
-       S_APPEND, S_CPU, S_MEM_PATH, S_DISK_BACKING, S_DISK_SEED, S_NSTR };
+       S_APPEND, S_CPU, S_MEM_PATH, S_DISK_BACKING, S_DISK_SEED, S_DISK_CHAIN, S_DISK_BASE,
+       S_DISK_NAME, S_NSTR };
 
 struct _gw_vm_t {
     gw_vm_config_t cfg;                         //  resolved; strings point into str
@@ -69,7 +72,8 @@ s_field (gw_vm_config_t *cfg, int i)
     const char **fields [S_NSTR] = {
         &cfg->qemu, &cfg->qemu_img, &cfg->image_dir, &cfg->kernel, &cfg->initrd,
         &cfg->rootfs, &cfg->run_base, &cfg->append, &cfg->cpu, &cfg->mem_path,
-        &cfg->disk_backing, &cfg->disk_seed
+        &cfg->disk_backing, &cfg->disk_seed, &cfg->disk_chain_dir, &cfg->disk_base,
+        &cfg->disk_name
     };
     return fields [i];
 }
@@ -353,12 +357,35 @@ s_qemu_img (gw_vm_t *self, s_spawn_t *sp, const char *path, const char *backing,
     return rc;
 }
 
-//  The seed's copy, else a new layer from qemu-img.
+//  A fresh layer over a snapshot's standalone disk, linked in as base.qcow2
+//  (relative, so the chain moves as a whole: gw_chain).
+static int
+s_disk_over_base (gw_vm_t *self, s_spawn_t *sp, const char *path, char *err, size_t errlen)
+{
+    char base [PATH_MAX];
+    gw_rundir_file (self->dir, S_BASE_DISK, base, sizeof base);
+    int rc = link (self->cfg.disk_base, base) == 0 ? 0
+           : gw_rundir_copy (self->cfg.disk_base, base, false);
+    if (rc < 0) {
+        snprintf (err, errlen, "linking %s into the run dir: %s", self->cfg.disk_base,
+                  strerror (-rc));
+        return rc;
+    }
+    return s_qemu_img (self, sp, path, S_BASE_DISK, true, err, errlen);
+}
+
+//  The session's disk: an adopted chain, a layer over a snapshot's disk,
+//  the seed's copy, else a new layer from qemu-img.
 static int
 s_create_disk (gw_vm_t *self, s_spawn_t *sp, char *err, size_t errlen)
 {
     char path [PATH_MAX];
-    gw_rundir_file (self->dir, GW_VMARGV_DISK, path, sizeof path);
+    gw_rundir_file (self->dir, gw_vm_disk_name (self), path, sizeof path);
+    if (self->cfg.disk_chain_dir)
+        return gw_chain_import (self->cfg.disk_chain_dir, gw_rundir_path (self->dir), err,
+                                errlen);
+    if (self->cfg.disk_base)
+        return s_disk_over_base (self, sp, path, err, errlen);
     if (self->cfg.disk_seed) {
         int rc = gw_rundir_copy (self->cfg.disk_seed, path, false);
         gw_log (rc < 0 ? GW_LOG_WARN : GW_LOG_DEBUG, "vm.disk_copied", "seed=%s rc=%d",
@@ -405,6 +432,41 @@ gw_vm_make_layer (gw_vm_t *self, const char *path, const char *backing, char *er
         rc = s_qemu_img (self, &sp, path, backing, true, err, errlen);
     s_spawn_close (&sp);
     return rc;
+}
+
+int
+gw_vm_run_qemu_img (const char *qemu_img, const char *dir, const char *const *args,
+                    char *err, size_t errlen)
+{
+    assert (qemu_img && dir && args);
+    char *exe = s_which (qemu_img);             //  execv needs the full path
+    char *argv [24] = { exe ? exe : (char *) qemu_img }, log_path [PATH_MAX];
+    for (int n = 1; args [n - 1] && n < 23; n++)
+        argv [n] = (char *) args [n - 1];
+    snprintf (log_path, sizeof log_path, "%s/" S_QEMU_LOG, dir);
+    s_spawn_t sp = { .cwd = dir, .parent = getpid (), .argv = argv };
+    sp.log_fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    sp.null_fd = open ("/dev/null", O_RDWR | O_CLOEXEC);
+    pid_t pid = 0;
+    int status = 0, rc = sp.log_fd < 0 || sp.null_fd < 0 ? -errno : s_spawn (&sp, &pid);
+    while (rc == 0 && waitpid (pid, &status, 0) < 0)
+        if (errno != EINTR)
+            rc = -errno;
+    if (rc == 0 && (!WIFEXITED (status) || WEXITSTATUS (status) != 0))
+        rc = -EIO;
+    if (rc < 0)
+        snprintf (err, errlen, "qemu-img %s failed (%s); see %s", args [0],
+                  rc == -EIO ? "non-zero exit" : strerror (-rc), log_path);
+    s_spawn_close (&sp);
+    free (exe);
+    return rc;
+}
+
+const char *
+gw_vm_disk_name (gw_vm_t *self)
+{
+    assert (self);
+    return self->cfg.disk_name ? self->cfg.disk_name : GW_VMARGV_DISK;
 }
 
 int

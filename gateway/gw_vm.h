@@ -52,10 +52,19 @@ typedef struct {
     //  Snapshot hooks (restore needs the template's exact device model).
     const char *mem_path;                       //  RAM in this file; NULL: anonymous
     bool mem_share;                             //  share=on (template) / off (clone, CoW)
+    bool mem_named;                             //  no mem_path: anonymous RAM, but in a
+                                                //  backend named "mem" (a clone's snapshot)
     bool incoming_defer;                        //  -incoming defer (restore over QMP)
     const char *disk_backing;                   //  /workspace qcow2 backing file, NULL: blank
     const char *disk_seed;                      //  a pristine layer to copy instead of
                                                 //  running qemu-img (~30 ms), NULL: none
+    //  A session's own disk (docs/sessions.md). At most one of the two:
+    const char *disk_chain_dir;                 //  adopt this layer chain (gw_chain), moved
+                                                //  into the run dir; disk_name is its top
+    const char *disk_base;                      //  a standalone disk (a snapshot's): linked
+                                                //  in as base.qcow2 under a fresh layer
+    const char *disk_name;                      //  the top layer's file name in the run dir,
+                                                //  NULL: GW_VMARGV_DISK
 } gw_vm_config_t;
 
 //  Defaults: qemu-system-x86_64, qemu-img, accel auto, 512 MiB, 1 vCPU,
@@ -81,6 +90,12 @@ int gw_vm_start (gw_vm_t *self, char *err, size_t errlen);
 int gw_vm_make_layer (gw_vm_t *self, const char *path, const char *backing, char *err,
                       size_t errlen);
 
+//  Run qemu_img with args (after the program name; NULL-terminated) in dir,
+//  its output appended to dir/qemu.log. Blocks. 0 or -errno + err.
+int gw_vm_run_qemu_img (const char *qemu_img, const char *dir, const char *const *args,
+                        char *err, size_t errlen);
+//  The top layer's file name of the /workspace disk in the run dir.
+const char *gw_vm_disk_name (gw_vm_t *self);
 //  Connect to a port: "kernel", "init" or "qmp". 0 and a connected,
 //  blocking, close-on-exec fd the caller owns; -EAGAIN while QEMU is not yet
 //  listening; -ESRCH once QEMU has exited; -ETIMEDOUT after

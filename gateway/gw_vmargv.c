@@ -150,7 +150,7 @@ s_args_machine (s_args_t *a, const gw_vm_config_t *cfg)
 {
     bool kvm = cfg->accel == GW_ACCEL_KVM;
     s_add (a, "-M");
-    s_add (a, "microvm%s", cfg->mem_path ? ",memory-backend=mem" : "");
+    s_add (a, "microvm%s", cfg->mem_path || cfg->mem_named ? ",memory-backend=mem" : "");
     s_add (a, "-accel");
     s_add (a, "%s", kvm ? "kvm" : "tcg");
     s_add (a, "-cpu");
@@ -163,6 +163,10 @@ s_args_machine (s_args_t *a, const gw_vm_config_t *cfg)
         s_add (a, "-object");
         s_add (a, "memory-backend-file,id=mem,size=%uM,mem-path=%s,share=%s",
                cfg->mem_mib, cfg->mem_path, cfg->mem_share ? "on" : "off");
+    }
+    else if (cfg->mem_named) {                  //  a snapshot's RAM block is called "mem"
+        s_add (a, "-object");
+        s_add (a, "memory-backend-ram,id=mem,size=%uM", cfg->mem_mib);
     }
 }
 
@@ -205,8 +209,8 @@ s_args_devices (s_args_t *a, const gw_vm_config_t *cfg, const char *run_dir, con
     s_add (a, "virtio-blk-device,drive=root");
     //  A host-side write error reaches the guest as EIO instead of pausing it.
     s_add (a, "-drive");
-    s_add (a, "file=%s/" GW_VMARGV_DISK ",if=none,id=ws,format=qcow2,werror=report,rerror=report",
-           run_dir);
+    s_add (a, "file=%s/%s,if=none,id=ws,format=qcow2,werror=report,rerror=report",
+           run_dir, cfg->disk_name ? cfg->disk_name : GW_VMARGV_DISK);
     s_add (a, "-device");
     s_add (a, "virtio-blk-device,drive=ws");
     s_add (a, "-device");

@@ -1,8 +1,10 @@
 /*  gw_vmstart - a session's VM made ready off the reactor thread. */
 #include "gw_vmstart.h"
+#include "gw_chain.h"
 #include "gw_log.h"
 #include "gw_pool.h"
 #include "gw_template.h"
+#include "gw_snapstore.h"
 #include "ch_frame.h"
 
 #include <czmq.h>
@@ -36,6 +38,17 @@ struct _gw_vmstart_t {
     gw_vmstart_result_t res;        //  its VM, when rc is 0
     int events;                     //  eventfd: a start ended
     zlistx_t *dispose;              //  gw_vmh_t: VMs to destroy here; guarded by lock
+    //  The next start's source (gw_vmstart_set_source); guarded by lock.
+    char *chain_dir, *store_dir, *snapshot;
+    bool keep_seeds, consume;
+    char error [600];               //  why the last start failed
+    //  A save (gw_vmstart_save), guarded by lock.
+    s_state_t save_state;
+    gw_vmsave_req_t save_req;
+    char save_run_dir [PATH_MAX], save_top [NAME_MAX + 1], *save_store, *save_name;
+    gw_vmsave_out_t save_out;
+    int save_rc;
+    char save_err [600];
 };
 
 //  --------------------------------------------------------------------------
@@ -105,7 +118,13 @@ s_restore (gw_vmstart_t *self, gw_vmstart_result_t *res)
                           "template.build_requested");
         return rc;
     }
-    gw_vm_t *vm = gw_template_restore (t, &self->cfg, S_RESTORE_MS, err, sizeof err);
+    gw_vm_config_t c = self->cfg;
+    char top [NAME_MAX + 1];
+    if (self->chain_dir && gw_chain_top (self->chain_dir, top, sizeof top) == 0) {
+        c.disk_chain_dir = self->chain_dir;     //  the session's own /workspace
+        c.disk_name = top;
+    }
+    gw_vm_t *vm = gw_template_restore (t, &c, S_RESTORE_MS, err, sizeof err);
     int64_t t_run = zclock_mono ();
     rc = vm ? gw_template_reseed (vm, S_RESTORE_MS, &res->init, &res->kernel_fd, err,
                                   sizeof err) : -EIO;
@@ -125,14 +144,94 @@ s_restore (gw_vmstart_t *self, gw_vmstart_result_t *res)
     return rc < 0 ? -EIO : 0;
 }
 
-//  The documented order, or the seam's stand-in. 0 or -ENOENT.
+//  A session's snapshot, resumed (a fork, a resume, an idle pause's end).
+static int
+s_resume (gw_vmstart_t *self, gw_vmstart_result_t *res)
+{
+    char *err = self->error;
+    size_t errlen = sizeof self->error;
+    int rc = 0;
+    int64_t t0 = zclock_mono ();
+    gw_snapstore_t *store = gw_snapstore_new (self->store_dir, err, errlen);
+    gw_snapref_t *ref = store ? gw_snapstore_open (store, self->snapshot, &rc, err, errlen) : NULL;
+    if (ref && (rc = gw_snapref_verify_state (ref, err, errlen)) < 0)
+        gw_snapref_destroy (&ref);
+    gw_vm_t *vm = ref ? gw_vmsave_resume (ref, &self->cfg, S_RESTORE_MS * 4, err, errlen) : NULL;
+    gw_snapref_destroy (&ref);
+    gw_snapstore_destroy (&store);
+    rc = !vm ? -EIO : self->keep_seeds
+       ? gw_template_rehello (vm, S_RESTORE_MS, &res->init, &res->kernel_fd, err, errlen)
+       : gw_template_reseed (vm, S_RESTORE_MS, &res->init, &res->kernel_fd, err, errlen);
+    if (rc < 0) {
+        gw_log (GW_LOG_ERROR, "vm.resume_failed", "snapshot=%s reason=\"%s\"", self->snapshot,
+                err);
+        gw_vm_destroy (&vm);
+        return -EIO;
+    }
+    gw_log (GW_LOG_INFO, "vm.resumed", "pid=%d snapshot=%s ms=%lld run_dir=%s", gw_vm_pid (vm),
+            self->snapshot, (long long) (zclock_mono () - t0), gw_vm_run_dir (vm));
+    if (self->consume && (store = gw_snapstore_new (self->store_dir, err, errlen)))
+        gw_snapstore_remove (store, self->snapshot, 0, err, errlen);   //  resumed: not needed
+    gw_snapstore_destroy (&store);
+    res->vm = gw_vmh_from_vm (&vm);
+    res->how = "snapshot";
+    return 0;
+}
+
+//  The documented order, or the seam's stand-in; a source set for this
+//  start comes first. 0, -ENOENT (cold-boot), -EIO (a resume failed).
 static int
 s_fast_start (gw_vmstart_t *self, gw_vmstart_result_t *res)
 {
     const gw_microvm_seam_t *seam = &self->opts.seam;
+    self->error [0] = '\0';
     if (seam->fast_start)
         return seam->fast_start (seam->arg, res) == 0 ? 0 : -ENOENT;
+    if (self->snapshot)
+        return s_resume (self, res);
+    if (self->chain_dir)                        //  a pool clone has a fresh disk
+        return s_restore (self, res) == 0 ? 0 : -ENOENT;
     return s_take_from_pool (self, res) == 0 || s_restore (self, res) == 0 ? 0 : -ENOENT;
+}
+
+static void
+s_source_clear (gw_vmstart_t *self)
+{
+    free (self->chain_dir);
+    free (self->store_dir);
+    free (self->snapshot);
+    self->chain_dir = self->store_dir = self->snapshot = NULL;
+    self->keep_seeds = self->consume = false;
+}
+
+//  The save waiting on the thread, done; called without the lock.
+static void
+s_run_save (gw_vmstart_t *self)
+{
+    char err [600] = "";
+    gw_vmsave_out_t out;
+    gw_snapstore_t *store = gw_snapstore_new (self->save_store, err, sizeof err);
+    int rc = store ? gw_vmsave_snapshot (store, self->save_name, &self->save_req, &out, err,
+                                         sizeof err) : -EIO;
+    gw_snapstore_destroy (&store);
+    gw_log (rc < 0 ? GW_LOG_ERROR : GW_LOG_INFO, "vm.saved", "name=%s live=%s rc=%d ms=%lld "
+            "pause_ms=%lld bytes=%llu reason=\"%s\"", self->save_name,
+            self->save_req.live ? "yes" : "no", rc, (long long) out.ms,
+            (long long) out.pause_ms, (unsigned long long) out.bytes, err);
+    pthread_mutex_lock (&self->lock);
+    self->save_out = out;
+    self->save_rc = rc;
+    snprintf (self->save_err, sizeof self->save_err, "%s", err);
+    self->save_state = S_DONE;
+    pthread_mutex_unlock (&self->lock);
+}
+
+static void
+s_signal (gw_vmstart_t *self)
+{
+    uint64_t one = 1;
+    if (write (self->events, &one, sizeof one) < 0)
+        gw_log (GW_LOG_WARN, "vm.start_event", "reason=\"%s\"", strerror (errno));
 }
 
 static void *
@@ -148,6 +247,13 @@ s_thread (void *arg)
             pthread_mutex_lock (&self->lock);
             continue;
         }
+        if (self->save_state == S_RUNNING) {
+            pthread_mutex_unlock (&self->lock);
+            s_run_save (self);
+            s_signal (self);
+            pthread_mutex_lock (&self->lock);
+            continue;
+        }
         if (self->state != S_RUNNING) {
             pthread_cond_wait (&self->wake, &self->lock);
             continue;
@@ -156,13 +262,12 @@ s_thread (void *arg)
         gw_vmstart_result_t res = { .kernel_fd = -1 };
         int rc = s_fast_start (self, &res);
         pthread_mutex_lock (&self->lock);
+        s_source_clear (self);
         self->res = res;
         self->rc = rc;
         if (self->state == S_RUNNING)
             self->state = S_DONE;
-        uint64_t one = 1;
-        if (write (self->events, &one, sizeof one) < 0)
-            gw_log (GW_LOG_WARN, "vm.start_event", "reason=\"%s\"", strerror (errno));
+        s_signal (self);
     }
     pthread_mutex_unlock (&self->lock);
     return NULL;
@@ -221,6 +326,10 @@ gw_vmstart_destroy (gw_vmstart_t **self_p)
         gw_vmh_destroy (&old);
     zlistx_destroy (&self->dispose);
     s_result_free (&self->res);
+    s_source_clear (self);
+    free (self->save_store);
+    free (self->save_name);
+    json_decref (self->save_req.extra);
     close (self->events);
     pthread_mutex_destroy (&self->lock);
     pthread_cond_destroy (&self->wake);
@@ -275,6 +384,78 @@ gw_vmstart_take (gw_vmstart_t *self, gw_vmstart_result_t *res)
         *res = self->res;
         self->res = (gw_vmstart_result_t) { .kernel_fd = -1 };
         self->state = S_IDLE;
+    }
+    pthread_mutex_unlock (&self->lock);
+    return rc;
+}
+
+static char *
+s_dup (const char *s)
+{
+    char *copy = s ? strdup (s) : NULL;
+    if (s && !copy)
+        abort ();
+    return copy;
+}
+
+void
+gw_vmstart_set_source (gw_vmstart_t *self, const gw_vmstart_source_t *src)
+{
+    assert (self && src);
+    pthread_mutex_lock (&self->lock);
+    s_source_clear (self);
+    self->chain_dir = s_dup (src->chain_dir);
+    self->store_dir = s_dup (src->store_dir);
+    self->snapshot = s_dup (src->snapshot);
+    self->keep_seeds = src->keep_seeds;
+    self->consume = src->consume;
+    pthread_mutex_unlock (&self->lock);
+}
+
+const char *
+gw_vmstart_error (gw_vmstart_t *self)
+{
+    assert (self);
+    return self->error;                         //  written only while a start runs
+}
+
+int
+gw_vmstart_save (gw_vmstart_t *self, const gw_vmsave_req_t *req, const char *store_dir,
+                 const char *name)
+{
+    assert (self && req && name);
+    pthread_mutex_lock (&self->lock);
+    int rc = self->save_state == S_IDLE ? 0 : -EBUSY;
+    if (rc == 0) {
+        json_decref (self->save_req.extra);
+        self->save_req = *req;
+        self->save_req.extra = req->extra ? json_deep_copy (req->extra) : NULL;
+        snprintf (self->save_run_dir, sizeof self->save_run_dir, "%s", req->run_dir);
+        snprintf (self->save_top, sizeof self->save_top, "%s", req->disk_top);
+        self->save_req.run_dir = self->save_run_dir;
+        self->save_req.disk_top = self->save_top;
+        free (self->save_store);
+        free (self->save_name);
+        self->save_store = s_dup (store_dir);
+        self->save_name = s_dup (name);
+        self->save_state = S_RUNNING;
+        pthread_cond_signal (&self->wake);
+    }
+    pthread_mutex_unlock (&self->lock);
+    return rc;
+}
+
+int
+gw_vmstart_save_take (gw_vmstart_t *self, gw_vmsave_out_t *out, char *err, size_t errlen)
+{
+    assert (self && out);
+    pthread_mutex_lock (&self->lock);
+    int rc = self->save_state == S_RUNNING ? -EAGAIN : self->save_state == S_IDLE ? -ECHILD
+           : self->save_rc;
+    if (self->save_state == S_DONE) {
+        *out = self->save_out;
+        snprintf (err, errlen, "%s", self->save_err);
+        self->save_state = S_IDLE;
     }
     pthread_mutex_unlock (&self->lock);
     return rc;

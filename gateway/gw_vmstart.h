@@ -19,6 +19,7 @@
 #include "gw_backend_microvm.h"
 #include "gw_init.h"
 #include "gw_vmh.h"
+#include "gw_vmsave.h"
 
 typedef struct _gw_vmstart_t gw_vmstart_t;
 
@@ -44,6 +45,20 @@ int gw_vmstart_fd (const gw_vmstart_t *self);
 //  may take longer than a reactor turn. Nulls *vm_p.
 void gw_vmstart_dispose (gw_vmstart_t *self, gw_vmh_t **vm_p);
 
+//  Where the next start's VM comes from, instead of the pool (strings are
+//  copied; NULL fields: none). Consumed by the next gw_vmstart_begin.
+typedef struct {
+    const char *chain_dir;                      //  adopt this disk chain (gw_chain) under
+                                                //  a template restore: a restart that keeps
+                                                //  /workspace. Cold boot if that fails.
+    const char *store_dir;                      //  resume snapshot `snapshot` from this store
+    const char *snapshot;                       //  ... a failure is the start's failure
+    bool keep_seeds;                            //  resume: do not reseed Python's generators
+                                                //  (an idle pause's own resume)
+    bool consume;                               //  resume: remove the snapshot once resumed
+} gw_vmstart_source_t;
+void gw_vmstart_set_source (gw_vmstart_t *self, const gw_vmstart_source_t *src);
+
 //  Begin a start. 0, or -EBUSY while one runs or waits to be taken.
 int gw_vmstart_begin (gw_vmstart_t *self);
 
@@ -51,5 +66,16 @@ int gw_vmstart_begin (gw_vmstart_t *self);
 //  -ENOENT when there is nothing to take (cold-boot instead: logged why),
 //  -ECHILD when no start was begun.
 int gw_vmstart_take (gw_vmstart_t *self, gw_vmstart_result_t *res);
+//  Why the last start failed ("" when it did not), for the session's words.
+const char *gw_vmstart_error (gw_vmstart_t *self);
+
+//  Save a running VM into the snapshot store, on the thread (gw_vmsave).
+//  req is copied (its cfg must outlive the save). 0, or -EBUSY
+//  while a save runs or waits to be taken.
+int gw_vmstart_save (gw_vmstart_t *self, const gw_vmsave_req_t *req, const char *store_dir,
+                     const char *name);
+//  The save's end: 0 and *out, -EAGAIN while it runs, -ECHILD when none
+//  was begun, else its -errno with the reason in err.
+int gw_vmstart_save_take (gw_vmstart_t *self, gw_vmsave_out_t *out, char *err, size_t errlen);
 
 #endif

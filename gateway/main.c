@@ -15,6 +15,7 @@
 #include "gw_backend_microvm.h"
 #include "gw_cmd_build.h"
 #include "gw_cmd_pool.h"
+#include "gw_persist.h"
 #include "gw_pool.h"
 #include "gw_rundir.h"
 #include "gw_conn.h"
@@ -130,11 +131,12 @@ s_children (gw_args_t *args, gw_microvm_opts_t *opts, gw_vm_config_t *cfg)
 }
 
 static gw_backend_t *
-s_make_microvm (gw_args_t *args, char *err, size_t errlen)
+s_make_microvm (gw_args_t *args, const gw_persist_t *persist, char *err, size_t errlen)
 {
     gw_vm_config_t cfg;
     gw_args_vm_config (args, &cfg);
     gw_microvm_opts_t opts = { 0 };
+    gw_persist_microvm_opts (persist, &opts);
     static char tdir [PATH_MAX];
     if (!gw_args_has (args, GW_OPT_NO_TEMPLATES)
     &&  (opts.template_dir = gw_args_template_dir (args, tdir, sizeof tdir)))
@@ -148,7 +150,7 @@ s_make_microvm (gw_args_t *args, char *err, size_t errlen)
 }
 
 static gw_backend_t *
-s_make_backend (gw_args_t *args, char *err, size_t errlen)
+s_make_backend (gw_args_t *args, const gw_persist_t *persist, char *err, size_t errlen)
 {
     const char *name = args->text [GW_OPT_BACKEND];
     if (!name) {
@@ -157,7 +159,7 @@ s_make_backend (gw_args_t *args, char *err, size_t errlen)
         return NULL;
     }
     if (strcmp (name, "microvm") == 0)
-        return s_make_microvm (args, err, errlen);
+        return s_make_microvm (args, persist, err, errlen);
     if (strcmp (name, "unsafe-local") != 0) {
         snprintf (err, errlen, "unknown backend '%.64s' (use microvm or unsafe-local)",
                   name);
@@ -171,7 +173,8 @@ s_make_backend (gw_args_t *args, char *err, size_t errlen)
         snprintf (path, sizeof path, "%s", args->text [GW_OPT_KERNEL]);
     else
         gw_args_beside_me ("cellvm-kernel", path, sizeof path);
-    return gw_backend_local_new (path, args->max_frame, err, errlen);
+    return gw_backend_local_new_opts (path, args->max_frame, gw_persist_adopt_dir (persist),
+                                      err, errlen);
 }
 
 //  --listen-fds from cellvm-launch: sockets already listening on the
@@ -199,8 +202,8 @@ s_adopt_listen_fds (const gw_args_t *args, gw_conn_t *conn, char *err, size_t er
 
 //  The server for one session; takes *conn_p and *backend_p.
 static gw_server_t *
-s_server (const gw_args_t *args, gw_conn_t **conn_p, gw_backend_t **backend_p, int signal_fd,
-          char *err, size_t errlen)
+s_server (const gw_args_t *args, const gw_persist_t *persist, gw_conn_t **conn_p,
+          gw_backend_t **backend_p, int signal_fd, char *err, size_t errlen)
 {
     static char artifacts [PATH_MAX];           //  the session borrows it
     s_default_artifacts (args, artifacts, sizeof artifacts);
@@ -209,6 +212,7 @@ s_server (const gw_args_t *args, gw_conn_t **conn_p, gw_backend_t **backend_p, i
                                .artifacts_dir = artifacts [0] ? artifacts : NULL,
                                .artifact_max_file = (size_t) args->artifact_max_file,
                                .artifact_max_session = (size_t) args->artifact_max_session };
+    gw_persist_session_opts (persist, args, &opts);
     gw_server_t *server = gw_server_new (*conn_p, backend_p, &opts, args->max_msg, signal_fd,
                                          err, errlen);
     gw_conn_destroy (conn_p);                   //  the key lives on in the signer only
@@ -216,6 +220,12 @@ s_server (const gw_args_t *args, gw_conn_t **conn_p, gw_backend_t **backend_p, i
     if (server && parent && atoi (parent) > 1)
         gw_server_watch_parent (server, atoi (parent));
     return server;
+}
+
+static void
+s_tick (void *arg, gw_session_t *session)
+{
+    gw_persist_tick ((gw_persist_t *) arg, session);
 }
 
 //  The gateway itself: one session, until it ends. The exit code.
@@ -228,16 +238,21 @@ s_gateway (gw_args_t *args)
     gw_conn_t *conn = NULL;
     gw_backend_t *backend = NULL;
     gw_server_t *server = NULL;
+    gw_persist_t *persist = NULL;
     const char *file = args->text [GW_OPT_CONNECTION_FILE];
     if (!file)
         snprintf (err, sizeof err, "--connection-file is required");
     if (!file || !(conn = gw_conn_load (file, err, sizeof err))
     ||  s_adopt_listen_fds (args, conn, err, sizeof err) < 0
-    ||  !(backend = s_make_backend (args, err, sizeof err))
-    ||  !(server = s_server (args, &conn, &backend, signal_fd, err, sizeof err)))
+    ||  !(persist = gw_persist_new (args, conn, file, err, sizeof err))
+    ||  !(backend = s_make_backend (args, persist, err, sizeof err))
+    ||  !(server = s_server (args, persist, &conn, &backend, signal_fd, err, sizeof err)))
         goto fail;
+    gw_server_set_tick_fn (server, s_tick, persist);
     rc = gw_server_run (server);
+    gw_persist_end (persist, gw_server_session (server));
     gw_server_destroy (&server);
+    gw_persist_destroy (&persist);
     gw_log (GW_LOG_INFO, "gateway.exit", "code=%d", rc);
     close (signal_fd);
     return rc;
@@ -246,6 +261,7 @@ fail:
     fprintf (stderr, "cellvm-gateway: %s\n", err);
     gw_conn_destroy (&conn);
     gw_backend_destroy (&backend);
+    gw_persist_destroy (&persist);
     if (signal_fd >= 0)
         close (signal_fd);
     return rc;
@@ -273,5 +289,7 @@ main (int argc, char **argv)
         return gw_cmd_build_main (&args);
     if (gw_args_has (&args, GW_OPT_POOL_DAEMON))
         return gw_cmd_pool_main (&args);
+    if (gw_args_has (&args, GW_OPT_SNAPSHOT_GC))
+        return gw_persist_gc_main (&args);
     return s_gateway (&args);
 }

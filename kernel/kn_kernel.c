@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #define S_RESEED_IDLE_MS 150        //  an empty queue this long pays for the reseed
+#define KN_WORKSPACE "/workspace"   //  the guest's; init may mount it after a restore
 
 typedef struct s_item_t {
     ch_msg_t *msg;
@@ -27,6 +28,7 @@ struct _kn_kernel_t {
     char session [37];
     pid_t pid;                      //  the kernel process (not a cell's fork)
     char *outdir;
+    bool in_workspace;              //  outdir is under KN_WORKSPACE: the guest's layout
     kn_outfiles_t *outfiles;
     json_t *info;                   //  kernel_info_reply content, cached
     void (*flush) (void *);         //  capture flush
@@ -64,6 +66,9 @@ kn_kernel_new (kn_chan_t *chan, const kn_kernel_config_t *config)
     pthread_condattr_destroy (&attr);
     if (config->outdir) {
         self->outdir = strdup (config->outdir);
+        size_t n = strlen (KN_WORKSPACE);
+        self->in_workspace = strncmp (config->outdir, KN_WORKSPACE, n) == 0
+                          && (config->outdir [n] == '/' || !config->outdir [n]);
         self->outfiles = kn_outfiles_new (config->outdir, KN_OUTFILES_CAP);
         if (!self->outfiles) {
             kn_log (KN_LOG_ERROR, "outdir.fail", "dir=\"%s\" reason=\"%s\"",
@@ -283,6 +288,23 @@ s_protocol_error (kn_kernel_t *self, const char *why, bool fatal)
 
 static void s_enqueue (kn_kernel_t *self, ch_msg_t **msg_p);
 
+//  Into /workspace on every driver hello, at once (not with the deferred
+//  reseed: a cell may follow right away). A template's kernel waits in "/"
+//  so init can unmount the disk; after a restore init mounts it again
+//  before the driver's hello reaches us. A local kernel (outdir elsewhere)
+//  keeps its cwd: the host's /workspace is none of its business.
+static void
+s_enter_workspace (kn_kernel_t *self)
+{
+    if (!self->in_workspace)
+        return;
+    if (chdir (KN_WORKSPACE) == 0)
+        kn_log (KN_LOG_DEBUG, "kernel.chdir", "dir=%s", KN_WORKSPACE);
+    else if (errno != ENOENT && errno != ENOTDIR)
+        kn_log (KN_LOG_INFO, "kernel.chdir", "dir=%s reason=\"%s\"", KN_WORKSPACE,
+                strerror (errno));
+}
+
 static void
 s_on_cellvm (kn_kernel_t *self, ch_msg_t **msg_p)
 {
@@ -297,6 +319,7 @@ s_on_cellvm (kn_kernel_t *self, ch_msg_t **msg_p)
         s_protocol_error (self, why, true);
         _exit (3);
     }
+    s_enter_workspace (self);
     s_send_hello (self);
     //  After a snapshot restore the driver sends fresh entropy: the main
     //  thread reseeds Python before the next request that enters it.

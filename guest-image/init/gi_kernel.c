@@ -132,8 +132,8 @@ s_child (void)
     _exit (127);
 }
 
-//  Wait up to ms for the kernel cgroup to report "populated 0".
-static void
+//  Wait up to ms for the kernel cgroup to report "populated 0". 0 or -ETIMEDOUT.
+static int
 s_wait_cgroup_empty (int ms)
 {
     for (int waited = 0; waited < ms; waited += 10) {
@@ -144,10 +144,20 @@ s_wait_cgroup_empty (int ms)
             fclose (f);
         buf [n] = 0;
         if (!f || strstr (buf, "populated 0"))
-            return;
+            return 0;
         usleep (10 * 1000);
     }
-    gi_log ("kernel cgroup still populated after %d ms; starting anyway", ms);
+    return -ETIMEDOUT;
+}
+
+int
+gi_kernel_clear_cgroup (int wait_ms)
+{
+    gi_sys_write_file (GI_CGROUP "/cgroup.kill", "1");
+    int rc = s_wait_cgroup_empty (wait_ms);
+    if (rc < 0)
+        gi_log ("kernel cgroup still populated after %d ms", wait_ms);
+    return rc;
 }
 
 int
@@ -158,8 +168,7 @@ gi_kernel_start (gi_kernel_t *self)
         return -EALREADY;
     //  Anything the last kernel left in its cgroup goes first, and is gone
     //  before the new one starts: dying processes still hold their memory.
-    gi_sys_write_file (GI_CGROUP "/cgroup.kill", "1");
-    s_wait_cgroup_empty (5000);
+    gi_kernel_clear_cgroup (5000);
     if (mkdir ("/tmp/home", 0700) == 0 || errno == EEXIST)
         if (chown ("/tmp/home", GI_KERNEL_UID, GI_KERNEL_GID) < 0)
             gi_log ("chown /tmp/home: %s", strerror (errno));

@@ -27,6 +27,11 @@ int gi_kernel_start (gi_kernel_t *self);
 //  recorded as requested. 0 when it was not running.
 int gi_kernel_stop (gi_kernel_t *self);
 
+//  Kill whatever is in the kernel's cgroup (the kernel, its children, what
+//  they left behind) and wait up to wait_ms for it to empty. Reap the kernel
+//  first (gi_kernel_stop) so its death is recorded. 0 or -ETIMEDOUT.
+int gi_kernel_clear_cgroup (int wait_ms);
+
 //  Send sig to the kernel process (SIGKILL: to its whole cgroup). -ESRCH
 //  when it is not running.
 int gi_kernel_signal (gi_kernel_t *self, int sig);

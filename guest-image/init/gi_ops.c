@@ -26,12 +26,19 @@
 #define S_TIME_MAX 4e11         //  seconds since the epoch: year ~14600
 #define S_SENT 1                //  an effect sent its reply itself
 #define S_POWEROFF 2            //  an effect wants the VM off
+#define S_UNMOUNT_MS 1000       //  a busy /workspace is retried this long
+#define S_CLEAR_MS 5000         //  for a killed kernel's cgroup to empty
+#define S_DETACHED "/workspace is not mounted (the VM is being saved or handed over)"
+#define S_BUSY "cannot unmount /workspace: EBUSY (Device or resource busy) for 1 s; a process " \
+               "still uses /workspace (its cwd or an open file there): chdir away, or pass " \
+               "kill_kernel"
 
 struct _gi_ops_t {
     gi_ctl_t *ctl;
     gi_kernel_t *kernel;
     char workspace [16];
     int hellos;
+    bool mounted;               //  /workspace is mounted (not detached)
 };
 
 //  ---------------------------------------------------------------------------
@@ -173,6 +180,17 @@ s_dec_entropy (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen)
     return 0;
 }
 
+static int
+s_dec_detach (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen)
+{
+    json_t *kill = json_object_get (ch_msg_content (req), "kill_kernel");
+    if (kill && !json_is_boolean (kill) && !json_is_null (kill))
+        return s_refuse (out, "BadRequest", EINVAL, "kill_kernel must be true or false",
+                         why, whylen);
+    out->kill_kernel = json_is_true (kill);
+    return 0;
+}
+
 static const struct {
     const char *request, *reply;
     gi_op_t op;
@@ -187,6 +205,8 @@ static const struct {
     { "set_time_request", "set_time_reply", GI_OP_SET_TIME, s_dec_set_time },
     { "add_entropy_request", "add_entropy_reply", GI_OP_ADD_ENTROPY, s_dec_entropy },
     { "shutdown_request", "shutdown_reply", GI_OP_SHUTDOWN, NULL },
+    { "workspace_detach_request", "workspace_detach_reply", GI_OP_WORKSPACE_DETACH,
+      s_dec_detach },
 };
 
 //  A request nobody knows gets an error reply when it looks like one.
@@ -236,6 +256,7 @@ gi_ops_new (gi_ctl_t *ctl, gi_kernel_t *kernel, const char *workspace)
     self->ctl = ctl;
     self->kernel = kernel;
     snprintf (self->workspace, sizeof self->workspace, "%s", workspace);
+    self->mounted = true;
     return self;
 }
 
@@ -330,6 +351,31 @@ s_boot_id (char *boot, size_t len)
         fclose (f);
 }
 
+//  /workspace mounted again if it was detached (here, or in the template
+//  this VM was restored from), before any kernel hello can chdir into it.
+static int
+s_attach (gi_ops_t *self)
+{
+    if (self->mounted)
+        return 0;
+    int rc = gi_sys_workspace_attach ();
+    self->mounted = rc == 0;
+    return rc;
+}
+
+static void
+s_hello_workspace (gi_ops_t *self, json_t *reply)
+{
+    int rc = s_attach (self);
+    if (rc < 0) {
+        char text [256];
+        snprintf (text, sizeof text, "cannot mount the session disk on /workspace: %s",
+                  strerror (-rc));
+        json_object_set_new (reply, "workspace_error", json_string (text));
+    }
+    json_object_set_new (reply, "workspace_mounted", json_boolean (self->mounted));
+}
+
 static int
 s_hello (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
 {
@@ -341,6 +387,7 @@ s_hello (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
         s_set_time (r->time, reply);
     if (r->data)
         s_add_entropy (r->data, r->len, reply);
+    s_hello_workspace (self, reply);
     char boot [64];
     s_boot_id (boot, sizeof boot);
     json_object_update_missing_new (reply, json_pack (
@@ -360,6 +407,7 @@ s_status (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
     (void) r;
     (void) req;
     json_object_set_new (reply, "kernel", gi_kernel_state (self->kernel));
+    json_object_set_new (reply, "workspace_mounted", json_boolean (self->mounted));
     return 0;
 }
 
@@ -369,11 +417,16 @@ s_restart (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply
 {
     (void) r;
     (void) req;
+    //  A kernel starts in /workspace: never in the bare mount point.
+    int rc = s_attach (self);
+    if (rc < 0)
+        return s_error (reply, "WorkspaceError", -rc,
+                        "cannot mount /workspace again, so no kernel was started");
     if (gi_kernel_pid (self->kernel)) {
         gi_kernel_stop (self->kernel);
         gi_ops_kernel_exited (self);
     }
-    int rc = gi_kernel_start (self->kernel);
+    rc = gi_kernel_start (self->kernel);
     if (rc < 0)
         return s_error (reply, "SystemError", -rc, "starting the kernel");
     json_object_set_new (reply, "kernel", gi_kernel_state (self->kernel));
@@ -411,11 +464,22 @@ s_background (bool on)
         gi_log ("setpriority: %s", strerror (errno));
 }
 
+//  1 (and the error on reply) when put and get have no /workspace to go to:
+//  the bare mount point would take the files into the root's RAM overlay.
+static int
+s_detached (const gi_ops_t *self, json_t *reply)
+{
+    if (!self->mounted)
+        s_error_words (reply, "WorkspaceDetached", S_DETACHED);
+    return !self->mounted;
+}
+
 static int
 s_put (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
 {
-    (void) self;
     (void) req;
+    if (s_detached (self, reply))
+        return -ENOTCONN;
     gi_file_info_t info;
     s_background (true);
     int rc = gi_files_put (r->path, r->data, r->len, r->append, r->mode, &info);
@@ -433,6 +497,8 @@ s_get (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
 {
     uint8_t *data = NULL;
     gi_file_info_t info;
+    if (s_detached (self, reply))
+        return -ENOTCONN;
     s_background (true);
     int rc = gi_files_get (r->path, r->offset, r->length, &data, &info);
     s_background (false);
@@ -474,11 +540,43 @@ s_shutdown (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *repl
     return S_POWEROFF;
 }
 
+//  Unmount /workspace and flush its disk, so the VM can be saved as a
+//  template that restores over any session's disk (docs/init.md).
+static int
+s_detach (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
+{
+    (void) req;
+    if (strcmp (self->workspace, "ext4") != 0) {
+        s_error_words (reply, "WorkspaceNotDetachable", "/workspace is a tmpfs in guest RAM "
+                       "(there is no session disk): it cannot be detached");
+        return -EOPNOTSUPP;
+    }
+    bool killed = r->kill_kernel && gi_kernel_pid (self->kernel);
+    if (r->kill_kernel) {
+        gi_kernel_stop (self->kernel);      //  recorded as requested; no notice
+        gi_kernel_clear_cgroup (S_CLEAR_MS);
+    }
+    int rc = self->mounted ? gi_sys_workspace_unmount (S_UNMOUNT_MS) : 0;
+    if (rc == -EBUSY)
+        s_error_words (reply, "WorkspaceBusy", S_BUSY);
+    else if (rc < 0)
+        s_error (reply, "WorkspaceError", -rc, "cannot unmount /workspace");
+    if (rc < 0)
+        return rc;
+    self->mounted = false;
+    if ((rc = gi_sys_disk_flush ()) < 0)
+        return s_error (reply, "WorkspaceError", -rc,
+                        "/workspace is unmounted, but flushing its disk failed");
+    json_object_update_new (reply, json_pack ("{s:b, s:b}", "detached", 1,
+                                              "kernel_killed", killed));
+    return 0;
+}
+
 static s_effect_fn *const s_effects [GI_OP_COUNT] = {
     [GI_OP_HELLO] = s_hello, [GI_OP_STATUS] = s_status, [GI_OP_RESTART] = s_restart,
     [GI_OP_KILL] = s_kill, [GI_OP_PUT] = s_put, [GI_OP_GET] = s_get,
     [GI_OP_SET_TIME] = s_set_time_req, [GI_OP_ADD_ENTROPY] = s_entropy_req,
-    [GI_OP_SHUTDOWN] = s_shutdown,
+    [GI_OP_SHUTDOWN] = s_shutdown, [GI_OP_WORKSPACE_DETACH] = s_detach,
 };
 
 int

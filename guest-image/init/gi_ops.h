@@ -1,6 +1,6 @@
 /*  gi_ops - the requests init answers on the control port (docs/init.md):
- *  hello, status, restart, kill, put, get, set_time, add_entropy, shutdown;
- *  and the kernel_exited notice.
+ *  hello, status, restart, kill, put, get, set_time, add_entropy,
+ *  workspace_detach, shutdown; and the kernel_exited notice.
  *
  *  Each message is first decoded and checked by gi_ops_decode, which is
  *  pure (no I/O, no clock, no signals): it says which operation to run with
@@ -18,7 +18,7 @@
 typedef enum {
     GI_OP_NONE,                 //  refused, or not for us
     GI_OP_HELLO, GI_OP_STATUS, GI_OP_RESTART, GI_OP_KILL, GI_OP_PUT, GI_OP_GET,
-    GI_OP_SET_TIME, GI_OP_ADD_ENTROPY, GI_OP_SHUTDOWN,
+    GI_OP_SET_TIME, GI_OP_ADD_ENTROPY, GI_OP_SHUTDOWN, GI_OP_WORKSPACE_DETACH,
     GI_OP_COUNT
 } gi_op_t;
 
@@ -36,6 +36,7 @@ typedef struct {
     const uint8_t *data;        //  put: the bytes (NULL: none); hello, add_entropy:
     size_t len;                 //  the random bytes
     int signal;                 //  kill
+    int kill_kernel;            //  workspace_detach
     int has_time;               //  set_time; hello: "time" was given
     double time;
     const char *protocol;       //  hello: the host's "protocol", NULL if absent
@@ -50,7 +51,8 @@ int gi_ops_decode (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen)
 
 typedef struct _gi_ops_t gi_ops_t;
 
-//  Borrow ctl and kernel (both outlive ops). workspace is "ext4" or "tmpfs".
+//  Borrow ctl and kernel (both outlive ops). workspace is "ext4" or "tmpfs",
+//  mounted at /workspace (through gi_sys).
 gi_ops_t *gi_ops_new (gi_ctl_t *ctl, gi_kernel_t *kernel, const char *workspace);
 void gi_ops_destroy (gi_ops_t **self_p);
 

@@ -5,6 +5,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define S_DISK "/dev/vdb"
+#define S_FLAGS (MS_NOSUID | MS_NODEV | MS_NOATIME)     //  the session disk's
 #define S_MIB (1024ull * 1024ull)
 
 typedef struct {
@@ -65,6 +67,18 @@ gi_sys_mount_base (void)
     return 0;
 }
 
+static int s_flush (const char *disk);
+
+//  The system, unless a test stands in for it (gi_sys_set_disk).
+static const gi_sys_disk_t s_system = { GI_DISK, GI_WORKSPACE, mount, umount2, chown, s_flush };
+static gi_sys_disk_t s_disk = { GI_DISK, GI_WORKSPACE, mount, umount2, chown, s_flush };
+
+void
+gi_sys_set_disk (const gi_sys_disk_t *disk)
+{
+    s_disk = disk ? *disk : s_system;
+}
+
 //  A disk whose first 64 KiB are all zero has never been formatted.
 static int
 s_disk_blank (const char *dev)
@@ -104,42 +118,105 @@ s_run (char *const argv [])
 static int
 s_mount_disk (void)
 {
-    const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOATIME;
-    if (mount (S_DISK, GI_WORKSPACE, "ext4", flags, NULL) == 0)
+    const char *disk = s_disk.disk;
+    if (s_disk.mount (disk, s_disk.dir, "ext4", S_FLAGS, NULL) == 0)
         return 0;
     int rc = -errno;
-    if (!s_disk_blank (S_DISK)) {
+    if (!s_disk_blank (disk)) {
         gi_log ("cannot mount %s (%s) and it is not blank: not formatting it",
-                S_DISK, strerror (-rc));
+                disk, strerror (-rc));
         return rc;
     }
-    gi_log ("%s is blank: formatting it as ext4", S_DISK);
+    gi_log ("%s is blank: formatting it as ext4", disk);
     char *argv [] = { "/sbin/mkfs.ext4", "-q", "-F", "-m", "0", "-L", "workspace",
-                      S_DISK, NULL };
+                      (char *) disk, NULL };
     if ((rc = s_run (argv)) < 0)
         return rc;
-    return mount (S_DISK, GI_WORKSPACE, "ext4", flags, NULL) == 0 ? 0 : -errno;
+    return s_disk.mount (disk, s_disk.dir, "ext4", S_FLAGS, NULL) == 0 ? 0 : -errno;
+}
+
+//  /workspace/out, and both belong to the kernel user; a mounted disk keeps
+//  whatever else it holds.
+static int
+s_prepare (void)
+{
+    char out [PATH_MAX];
+    snprintf (out, sizeof out, "%s/out", s_disk.dir);
+    mkdir (out, 0755);
+    if (s_disk.chown (s_disk.dir, GI_KERNEL_UID, GI_KERNEL_GID) < 0
+    ||  s_disk.chown (out, GI_KERNEL_UID, GI_KERNEL_GID) < 0)
+        return -errno;
+    return 0;
 }
 
 int
 gi_sys_workspace (char *kind, size_t kindlen)
 {
-    mkdir (GI_WORKSPACE, 0755);
+    mkdir (s_disk.dir, 0755);
     struct stat st;
-    int rc = stat (S_DISK, &st) == 0 && S_ISBLK (st.st_mode) ? s_mount_disk () : -ENODEV;
+    int rc = stat (s_disk.disk, &st) == 0 && S_ISBLK (st.st_mode) ? s_mount_disk () : -ENODEV;
     snprintf (kind, kindlen, "%s", rc == 0 ? "ext4" : "tmpfs");
     if (rc < 0) {
         gi_log ("no session disk (%s): /workspace is a tmpfs in guest RAM", strerror (-rc));
-        if (mount ("workspace", GI_WORKSPACE, "tmpfs", MS_NOSUID | MS_NODEV,
-                   "mode=0755,size=25%") < 0)
+        if (s_disk.mount ("workspace", s_disk.dir, "tmpfs", MS_NOSUID | MS_NODEV,
+                          "mode=0755,size=25%") < 0)
             return -errno;
     }
-    mkdir (GI_WORKSPACE "/out", 0755);
-    //  Both belong to the kernel user; a mounted disk keeps whatever else it holds.
-    if (chown (GI_WORKSPACE, GI_KERNEL_UID, GI_KERNEL_GID) < 0
-    ||  chown (GI_WORKSPACE "/out", GI_KERNEL_UID, GI_KERNEL_GID) < 0)
-        return -errno;
+    return s_prepare ();
+}
+
+int
+gi_sys_workspace_attach (void)
+{
+    //  Blocks cached before a snapshot restore may be another disk's.
+    gi_sys_disk_flush ();
+    int rc = s_mount_disk ();
+    if (rc < 0)
+        return rc;
+    //  Mounted is what counts: a failed chown is logged, not fatal.
+    if ((rc = s_prepare ()) < 0)
+        gi_log ("%s mounted again, but not prepared: %s", s_disk.dir, strerror (-rc));
+    else
+        gi_log ("%s mounted again", s_disk.dir);
     return 0;
+}
+
+int
+gi_sys_workspace_unmount (int wait_ms)
+{
+    sync ();
+    for (int waited = 0; ; waited += 10) {
+        if (s_disk.umount2 (s_disk.dir, 0) == 0)
+            return 0;
+        int rc = -errno;
+        if (rc == -EINVAL) {
+            gi_log ("%s was not mounted", s_disk.dir);
+            return 0;
+        }
+        if (rc != -EBUSY || waited >= wait_ms)
+            return rc;
+        nanosleep (&(struct timespec) { 0, 10 * 1000 * 1000 }, NULL);
+    }
+}
+
+static int
+s_flush (const char *disk)
+{
+    int fd = open (disk, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync (fd) < 0 || ioctl (fd, BLKFLSBUF, 0) < 0 ? -errno : 0;
+    close (fd);
+    return rc;
+}
+
+int
+gi_sys_disk_flush (void)
+{
+    int rc = s_disk.flush (s_disk.disk);
+    if (rc < 0)
+        gi_log ("cannot flush %s: %s", s_disk.disk, strerror (-rc));
+    return rc;
 }
 
 int

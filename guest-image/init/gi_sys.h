@@ -1,5 +1,6 @@
-/*  gi_sys - one-time system set-up done by cellvm-init as PID 1: mounts,
- *  hostname, loopback, virtio port links, the kernel's cgroup and limits.
+/*  gi_sys - system set-up done by cellvm-init as PID 1: mounts, hostname,
+ *  loopback, virtio port links, the kernel's cgroup and limits; and the
+ *  session disk unmounted and mounted again (workspace_detach, hello).
  *  Each call logs its own failures; see docs/init.md for the layout.
  */
 #ifndef GI_SYS_H
@@ -18,10 +19,45 @@
 //  (only /proc, /sys and /dev are fatal).
 int gi_sys_mount_base (void);
 
+#define GI_DISK "/dev/vdb"
+
+//  What mounting and unmounting the session disk go through: the system, or
+//  a unit test's stand-ins (which then never touch a real disk). mount,
+//  umount2 and chown return 0 or -1 with errno, as the calls do; flush
+//  returns 0 or -errno.
+typedef struct {
+    const char *disk;           //  the block device, GI_DISK
+    const char *dir;            //  where it is mounted, GI_WORKSPACE
+    int (*mount) (const char *src, const char *dst, const char *type,
+                  unsigned long flags, const void *data);
+    int (*umount2) (const char *dir, int flags);
+    int (*chown) (const char *path, uid_t uid, gid_t gid);
+    int (*flush) (const char *disk);
+} gi_sys_disk_t;
+
+//  Tests only: go through disk from now on (copied; NULL: the system).
+void gi_sys_set_disk (const gi_sys_disk_t *disk);
+
 //  Mount the session's disk (/dev/vdb, ext4; formatted here if blank) at
 //  /workspace, or a tmpfs when there is none. Creates /workspace/out owned by
 //  the kernel user. Writes "ext4" or "tmpfs" into kind. 0 or -errno.
 int gi_sys_workspace (char *kind, size_t kindlen);
+
+//  Mount the session disk at /workspace again after
+//  gi_sys_workspace_unmount (it may be another disk by now: formatted only
+//  if blank), with /workspace/out, both owned by the kernel user. 0 once
+//  mounted, or -errno.
+int gi_sys_workspace_attach (void);
+
+//  sync, then unmount /workspace, retrying while it is busy for up to
+//  wait_ms. 0 (also when it was not mounted) or -errno (-EBUSY: a process
+//  still has its cwd or a file there).
+int gi_sys_workspace_unmount (int wait_ms);
+
+//  fsync the session disk and drop every cached block of it (BLKFLSBUF):
+//  the host's copy is then whole, and a disk swapped underneath is read
+//  afresh. 0 or -errno.
+int gi_sys_disk_flush (void);
 
 //  Hostname "cellvm" and `lo` up. 0 or -errno.
 int gi_sys_network (void);

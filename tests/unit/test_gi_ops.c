@@ -2,50 +2,16 @@
     reply, on the host.
 
     gi_ops_decode is pure, so most of this drives it directly. The handle
-    tests run whole requests through gi_ops_handle and a real gi_ctl on a
-    pseudo-terminal in raw mode (a stand-in for the virtio port), with
-    /workspace pointed at a mkdtemp directory. Nothing here sets the clock,
-    credits entropy or starts a kernel.
+    tests run whole requests through gi_ops_handle and a real gi_ctl
+    (tu_gi.h), with /workspace pointed at a mkdtemp directory. Nothing here
+    sets the clock, credits entropy or starts a kernel. workspace_detach and
+    the hello that mounts /workspace again: test_gi_workspace.c.
 */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <setjmp.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
-#include <termios.h>
-#include <unistd.h>
-#include <cmocka.h>
 
-#include "ch_asm.h"
-#include "ch_frame.h"
-#include "gi_files.h"
-#include "gi_ops.h"
-#include "tu.h"
-
-//  A request as the host sends it: content as JSON text, nbuf buffers of
-//  buflen bytes ('a', 'b', ...).
-static ch_msg_t *
-s_req (ch_channel_t channel, const char *type, const char *content, int nbuf, size_t buflen)
-{
-    json_error_t err;
-    json_t *c = json_loads (content, 0, &err);
-    if (!c)
-        fail_msg ("bad test JSON %s: %s", content, err.text);
-    ch_msg_t *msg = ch_msg_new (channel, type, NULL, &c, "host-session");
-    for (int i = 0; i < nbuf; i++) {
-        uint8_t *b = malloc (buflen);
-        memset (b, 'a' + i, buflen);
-        assert_int_equal (ch_msg_add_buffer (msg, &b, buflen), 0);
-    }
-    return msg;
-}
+#include "tu_gi.h"
 
 //  A request decode accepts, and all it must decode to (want.data: none
 //  when nbuf is 0, else buffer 0, whose bytes are 'a').
@@ -100,6 +66,15 @@ static const s_accept_t s_accepts [] = {
       { .op = GI_OP_ADD_ENTROPY, .reply = "add_entropy_reply", .len = 64 } },
     { "add_entropy_request", "{}", 1, 4096,
       { .op = GI_OP_ADD_ENTROPY, .reply = "add_entropy_reply", .len = 4096 } },
+    //  workspace_detach: kill_kernel true, false, or absent (null) for false.
+    { "workspace_detach_request", "{}", 0, 0,
+      { .op = GI_OP_WORKSPACE_DETACH, .reply = "workspace_detach_reply" } },
+    { "workspace_detach_request", "{\"kill_kernel\": true}", 0, 0,
+      { .op = GI_OP_WORKSPACE_DETACH, .reply = "workspace_detach_reply", .kill_kernel = 1 } },
+    { "workspace_detach_request", "{\"kill_kernel\": false}", 0, 0,
+      { .op = GI_OP_WORKSPACE_DETACH, .reply = "workspace_detach_reply" } },
+    { "workspace_detach_request", "{\"kill_kernel\": null}", 0, 0,
+      { .op = GI_OP_WORKSPACE_DETACH, .reply = "workspace_detach_reply" } },
 };
 
 //  got is want: both NULL, or both the same string.
@@ -120,7 +95,7 @@ s_check_accepted (const s_accept_t *c)
     const gi_req_t *w = &c->want;
     gi_req_t r;
     char why [256];
-    ch_msg_t *msg = s_req (CH_CELLVM, c->type, c->content, c->nbuf, c->buflen);
+    ch_msg_t *msg = tu_gi_req (CH_CELLVM, c->type, c->content, c->nbuf, c->buflen);
     assert_int_equal (gi_ops_decode (msg, &r, why, sizeof why), 0);
     assert_int_equal (r.op, w->op);
     assert_string_equal (r.reply, w->reply);
@@ -134,6 +109,7 @@ s_check_accepted (const s_accept_t *c)
     assert_int_equal (r.length, w->length);
     assert_int_equal (r.len, w->len);
     assert_int_equal (r.signal, w->signal);
+    assert_int_equal (r.kill_kernel, w->kill_kernel);
     assert_int_equal (r.has_time, w->has_time);
     assert_true (r.time == w->time);
     if (c->nbuf)
@@ -199,29 +175,24 @@ static const s_refusal_t s_refusals [] = {
       { { "{\"time\": -1}", 0, 0 }, { "{\"time\": 1e12}", 0, 0 } } },
     { "add_entropy_request", -EINVAL, "BadRequest", "entropy must be 1..4096 bytes: Invalid argument",
       { { "{}", 0, 0 }, { "{}", 2, 8 }, { "{}", 1, 4097 } } },
+    { "workspace_detach_request", -EINVAL, "BadRequest",
+      "kill_kernel must be true or false: Invalid argument",
+      { { "{\"kill_kernel\": 1}", 0, 0 }, { "{\"kill_kernel\": \"yes\"}", 0, 0 },
+        { "{\"kill_kernel\": [true]}", 0, 0 } } },
     { "frobnicate_request", -ENOSYS, "UnknownMessageType", S_UNKNOWN, { { "{}", 0, 0 } } },
 };
-
-//  The reply's type to a request's: "x_request" -> "x_reply".
-static const char *
-s_reply_type (const char *type, char reply [128])
-{
-    snprintf (reply, 128, "%.*s_reply", (int) (strlen (type) - strlen ("_request")), type);
-    return reply;
-}
-
 //  bad refused as c says, the reply named after the request.
 static void
 s_check_refused (const s_refusal_t *c, const s_bad_t *bad)
 {
-    ch_msg_t *msg = s_req (CH_CELLVM, c->type, bad->content, bad->nbuf, bad->buflen);
+    ch_msg_t *msg = tu_gi_req (CH_CELLVM, c->type, bad->content, bad->nbuf, bad->buflen);
     gi_req_t r;
     char why [256], reply [128];
     int rc = gi_ops_decode (msg, &r, why, sizeof why);
     if (rc != c->rc || !r.ename || strcmp (r.ename, c->ename) || strcmp (why, c->evalue))
         fail_msg ("%s %s: rc %d ename %s evalue \"%s\"", c->type, bad->content, rc,
                   r.ename ? r.ename : "(null)", why);
-    assert_string_equal (r.reply, s_reply_type (c->type, reply));
+    assert_string_equal (r.reply, tu_gi_reply_type (c->type, reply));
     assert_int_equal (r.op, GI_OP_NONE);
     ch_msg_destroy (&msg);
 }
@@ -235,7 +206,7 @@ test_gi_ops_decode_refuses_bad_requests_with_reply_words (void **state)
     for (size_t i = 0; i < sizeof s_refusals / sizeof s_refusals [0]; i++)
         for (int j = 0; j < S_BAD_MAX && s_refusals [i].bad [j].content; j++, checked++)
             s_check_refused (&s_refusals [i], &s_refusals [i].bad [j]);
-    assert_int_equal (checked, 29);             //  every request in the table
+    assert_int_equal (checked, 32);             //  every request in the table
 }
 
 static void
@@ -255,7 +226,7 @@ test_gi_ops_decode_drops_what_is_not_a_request (void **state)
         { CH_SHELL, "status_request", -ENOSYS, "status_reply" },   //  init speaks cellvm only
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {
-        ch_msg_t *msg = s_req (cases [i].channel, cases [i].type, "{}", 0, 0);
+        ch_msg_t *msg = tu_gi_req (cases [i].channel, cases [i].type, "{}", 0, 0);
         gi_req_t r;
         char why [256];
         assert_int_equal (gi_ops_decode (msg, &r, why, sizeof why), cases [i].rc);
@@ -276,133 +247,33 @@ test_gi_ops_decode_drops_what_is_not_a_request (void **state)
 //  ---------------------------------------------------------------------------
 //  Whole requests through gi_ops_handle and gi_ctl, replies read back.
 
-typedef struct {
-    char root [TU_DIR_MAX];                     //  stands for /workspace
-    int master;                                 //  the host's end of the "port"
-    gi_ctl_t *ctl;
-    gi_kernel_t *kernel;
-    gi_ops_t *ops;
-    ch_asm_t *asm_;
-} fixture_t;
-
 static int
 s_setup (void **state)
 {
-    fixture_t *f = tu_fixture_new (sizeof *f, "test_gi_ops");
-    signal (SIGIO, SIG_IGN);                    //  gi_ctl asks for SIGIO
-    assert_int_equal (gi_files_set_root (f->root), 0);
-    f->master = posix_openpt (O_RDWR | O_NOCTTY | O_NONBLOCK);
-    assert_true (f->master >= 0);
-    assert_int_equal (grantpt (f->master), 0);
-    assert_int_equal (unlockpt (f->master), 0);
-    const char *port = ptsname (f->master);
-    int slave = open (port, O_RDWR | O_NOCTTY);
-    struct termios raw;
-    assert_int_equal (tcgetattr (slave, &raw), 0);
-    cfmakeraw (&raw);                           //  bytes through as they are
-    assert_int_equal (tcsetattr (slave, TCSANOW, &raw), 0);
-    f->ctl = gi_ctl_new (port, CH_FRAME_MAX_DEFAULT);
-    close (slave);
-    assert_non_null (f->ctl);
-    ch_msg_t *none = NULL;
-    assert_int_equal (gi_ctl_io (f->ctl, 0, &none), 0);        //  the host is there
-    assert_true (gi_ctl_connected (f->ctl));
-    f->kernel = gi_kernel_new (0);
-    f->ops = gi_ops_new (f->ctl, f->kernel, "tmpfs");
-    f->asm_ = ch_asm_new (NULL);
-    *state = f;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    fixture_t *f = (fixture_t *) *state;
-    gi_ops_destroy (&f->ops);
-    gi_kernel_destroy (&f->kernel);
-    gi_ctl_destroy (&f->ctl);
-    ch_asm_destroy (&f->asm_);
-    close (f->master);
-    gi_files_set_root (NULL);
-    return tu_fixture_teardown (state);
-}
-
-//  Hand msg to init; return the next message it writes (NULL if none).
-static ch_msg_t *
-s_call (fixture_t *f, ch_msg_t *msg)
-{
-    assert_int_equal (gi_ops_handle (f->ops, &msg), 0);
-    assert_null (msg);
-    for (int tries = 0; tries < 1000; tries++) {
-        ch_msg_t *in = NULL;
-        assert_int_equal (gi_ctl_io (f->ctl, POLLOUT, &in), 0);
-        assert_null (in);
-        uint8_t buf [65536];
-        ssize_t n = read (f->master, buf, sizeof buf);
-        for (size_t off = 0; n > 0 && off < (size_t) n; ) {
-            size_t used = 0;
-            ch_msg_t *out = NULL;
-            assert_int_equal (ch_asm_feed (f->asm_, buf + off, (size_t) n - off, &used, &out), 0);
-            off += used;
-            if (out) {
-                assert_int_equal (off, (size_t) n);     //  one reply per request
-                return out;
-            }
-        }
-        if (n <= 0 && gi_ctl_queued (f->ctl) == 0)
-            break;
-    }
-    return NULL;
-}
-
-//  The reply to msg: its type, parent and status checked; content returned.
-static json_t *
-s_reply (fixture_t *f, ch_msg_t *msg, const char *type, const char *status, ch_msg_t **out_p)
-{
-    char id [64];
-    snprintf (id, sizeof id, "%s", ch_msg_id (msg));
-    ch_msg_t *out = s_call (f, msg);
-    assert_non_null (out);
-    assert_int_equal (ch_msg_channel (out), CH_CELLVM);
-    assert_string_equal (ch_msg_type (out), type);
-    assert_string_equal (json_string_value (json_object_get (ch_msg_parent (out), "msg_id")), id);
-    json_t *c = json_incref (ch_msg_content (out));
-    assert_string_equal (json_string_value (json_object_get (c, "status")), status);
-    if (out_p)
-        *out_p = out;
-    else
-        ch_msg_destroy (&out);
-    return c;
-}
-
-static const char *
-s_str (const json_t *c, const char *key)
-{
-    const char *s = json_string_value (json_object_get (c, key));
-    return s ? s : "(none)";
+    return tu_gi_setup (state, "test_gi_ops", "tmpfs");
 }
 
 static void
 test_gi_ops_handle_put_then_get_round_trip (void **state)
 {
-    fixture_t *f = (fixture_t *) *state;
-    ch_msg_t *req = s_req (CH_CELLVM, "put_request", "{\"path\": \"/workspace/in/data.bin\"}",
-                           1, 1000);
-    json_t *c = s_reply (f, req, "put_reply", "ok", NULL);
-    assert_string_equal (s_str (c, "path"), "/workspace/in/data.bin");
+    tu_gi_t *f = (tu_gi_t *) *state;
+    ch_msg_t *req = tu_gi_req (CH_CELLVM, "put_request",
+                               "{\"path\": \"/workspace/in/data.bin\"}", 1, 1000);
+    json_t *c = tu_gi_reply (f, req, "put_reply", "ok", NULL);
+    assert_string_equal (tu_gi_str (c, "path"), "/workspace/in/data.bin");
     assert_int_equal (json_integer_value (json_object_get (c, "size")), 1000);
     assert_int_equal (json_integer_value (json_object_get (c, "written")), 1000);
-    assert_int_equal (strlen (s_str (c, "sha256")), 64);
+    assert_int_equal (strlen (tu_gi_str (c, "sha256")), 64);
     char sha [65];
-    snprintf (sha, sizeof sha, "%s", s_str (c, "sha256"));
+    snprintf (sha, sizeof sha, "%s", tu_gi_str (c, "sha256"));
     json_decref (c);
-    req = s_req (CH_CELLVM, "get_request", "{\"path\": \"in/data.bin\", \"offset\": 0}", 0, 0);
+    req = tu_gi_req (CH_CELLVM, "get_request", "{\"path\": \"in/data.bin\", \"offset\": 0}", 0, 0);
     ch_msg_t *out = NULL;
-    c = s_reply (f, req, "get_reply", "ok", &out);
-    assert_string_equal (s_str (c, "path"), "/workspace/in/data.bin");
+    c = tu_gi_reply (f, req, "get_reply", "ok", &out);
+    assert_string_equal (tu_gi_str (c, "path"), "/workspace/in/data.bin");
     assert_int_equal (json_integer_value (json_object_get (c, "length")), 1000);
     assert_true (json_is_true (json_object_get (c, "eof")));
-    assert_string_equal (s_str (c, "sha256"), sha);
+    assert_string_equal (tu_gi_str (c, "sha256"), sha);
     assert_int_equal (ch_msg_nbuffers (out), 1);            //  the bytes, as a buffer
     size_t len = 0;
     const uint8_t *bytes = ch_msg_buffer (out, 0, &len);
@@ -411,8 +282,8 @@ test_gi_ops_handle_put_then_get_round_trip (void **state)
     json_decref (c);
     ch_msg_destroy (&out);
     //  An empty chunk comes without a buffer.
-    req = s_req (CH_CELLVM, "get_request", "{\"path\": \"in/data.bin\", \"offset\": 1000}", 0, 0);
-    c = s_reply (f, req, "get_reply", "ok", &out);
+    req = tu_gi_req (CH_CELLVM, "get_request", "{\"path\": \"in/data.bin\", \"offset\": 1000}", 0, 0);
+    c = tu_gi_reply (f, req, "get_reply", "ok", &out);
     assert_int_equal (ch_msg_nbuffers (out), 0);
     json_decref (c);
     ch_msg_destroy (&out);
@@ -421,7 +292,7 @@ test_gi_ops_handle_put_then_get_round_trip (void **state)
 static void
 test_gi_ops_handle_errors_carry_ename_and_evalue (void **state)
 {
-    fixture_t *f = (fixture_t *) *state;
+    tu_gi_t *f = (tu_gi_t *) *state;
     const struct { const char *type, *content, *ename, *evalue; } cases [] = {
         { "put_request", "{\"path\": \"/etc/passwd\"}", "PathOutsideWorkspace", S_OUTSIDE },
         { "put_request", "{\"path\": \"a\", \"append\": \"yes\"}", "BadRequest", S_BAD_APPEND },
@@ -436,10 +307,10 @@ test_gi_ops_handle_errors_carry_ename_and_evalue (void **state)
     char dir [PATH_MAX], reply [128];
     assert_int_equal (mkdir (tu_path (dir, sizeof dir, f->root, "in"), 0755), 0);
     for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {
-        ch_msg_t *req = s_req (CH_CELLVM, cases [i].type, cases [i].content, 0, 0);
-        json_t *c = s_reply (f, req, s_reply_type (cases [i].type, reply), "error", NULL);
-        assert_string_equal (s_str (c, "ename"), cases [i].ename);
-        assert_string_equal (s_str (c, "evalue"), cases [i].evalue);
+        ch_msg_t *req = tu_gi_req (CH_CELLVM, cases [i].type, cases [i].content, 0, 0);
+        json_t *c = tu_gi_reply (f, req, tu_gi_reply_type (cases [i].type, reply), "error", NULL);
+        assert_string_equal (tu_gi_str (c, "ename"), cases [i].ename);
+        assert_string_equal (tu_gi_str (c, "evalue"), cases [i].evalue);
         json_decref (c);
     }
 }
@@ -447,21 +318,23 @@ test_gi_ops_handle_errors_carry_ename_and_evalue (void **state)
 static void
 test_gi_ops_handle_answers_every_hello (void **state)
 {
-    fixture_t *f = (fixture_t *) *state;
+    tu_gi_t *f = (tu_gi_t *) *state;
     for (int i = 1; i <= 2; i++) {
-        ch_msg_t *req = s_req (CH_CELLVM, "hello", "{\"protocol\": \"cellvm-init\", "
-                               "\"version\": 1, \"role\": \"driver\"}", 0, 0);
-        json_t *c = s_reply (f, req, "hello", "ok", NULL);
-        assert_string_equal (s_str (c, "protocol"), "cellvm-init");
-        assert_string_equal (s_str (c, "role"), "init");
-        assert_string_equal (s_str (c, "workspace"), "/workspace");
-        assert_string_equal (s_str (c, "workspace_fs"), "tmpfs");
-        assert_string_equal (s_str (c, "kernel_port"), "cellvm.kernel");
+        ch_msg_t *req = tu_gi_req (CH_CELLVM, "hello", "{\"protocol\": \"cellvm-init\", "
+                                   "\"version\": 1, \"role\": \"driver\"}", 0, 0);
+        json_t *c = tu_gi_reply (f, req, "hello", "ok", NULL);
+        assert_string_equal (tu_gi_str (c, "protocol"), "cellvm-init");
+        assert_string_equal (tu_gi_str (c, "role"), "init");
+        assert_string_equal (tu_gi_str (c, "workspace"), "/workspace");
+        assert_string_equal (tu_gi_str (c, "workspace_fs"), "tmpfs");
+        assert_string_equal (tu_gi_str (c, "kernel_port"), "cellvm.kernel");
         assert_int_equal (json_integer_value (json_object_get (c, "hellos")), i);
         assert_int_equal (json_integer_value (json_object_get (c, "max_frame")),
                           CH_FRAME_MAX_DEFAULT);
-        assert_string_equal (s_str (json_object_get (c, "kernel"), "state"), "not_started");
+        assert_string_equal (tu_gi_str (json_object_get (c, "kernel"), "state"), "not_started");
         assert_null (json_object_get (c, "adjusted_s"));
+        assert_true (json_is_true (json_object_get (c, "workspace_mounted")));
+        assert_null (json_object_get (c, "workspace_error"));
         json_decref (c);
     }
 }
@@ -469,30 +342,31 @@ test_gi_ops_handle_answers_every_hello (void **state)
 static void
 test_gi_ops_handle_status_request_reports_the_kernel (void **state)
 {
-    fixture_t *f = (fixture_t *) *state;
-    ch_msg_t *req = s_req (CH_CELLVM, "status_request", "{}", 0, 0);
-    json_t *c = s_reply (f, req, "status_reply", "ok", NULL);
+    tu_gi_t *f = (tu_gi_t *) *state;
+    ch_msg_t *req = tu_gi_req (CH_CELLVM, "status_request", "{}", 0, 0);
+    json_t *c = tu_gi_reply (f, req, "status_reply", "ok", NULL);
     json_t *k = json_object_get (c, "kernel");
-    assert_string_equal (s_str (k, "state"), "not_started");
+    assert_string_equal (tu_gi_str (k, "state"), "not_started");
     assert_true (json_is_null (json_object_get (k, "last_exit")));
+    assert_true (json_is_true (json_object_get (c, "workspace_mounted")));
     json_decref (c);
 }
 
 static void
 test_gi_ops_handle_drops_messages_that_are_not_requests (void **state)
 {
-    fixture_t *f = (fixture_t *) *state;
-    ch_msg_t *req = s_req (CH_CELLVM, "frobnicate", "{}", 0, 0);
-    assert_null (s_call (f, req));
-    req = s_req (CH_CELLVM, "kernel_exited", "{}", 0, 0);
-    assert_null (s_call (f, req));
+    tu_gi_t *f = (tu_gi_t *) *state;
+    ch_msg_t *req = tu_gi_req (CH_CELLVM, "frobnicate", "{}", 0, 0);
+    assert_null (tu_gi_call (f, req));
+    req = tu_gi_req (CH_CELLVM, "kernel_exited", "{}", 0, 0);
+    assert_null (tu_gi_call (f, req));
     assert_int_equal (gi_ctl_queued (f->ctl), 0);
 }
 
 int
 main (void)
 {
-#define S_TEST(name) cmocka_unit_test_setup_teardown (name, s_setup, s_teardown)
+#define S_TEST(name) cmocka_unit_test_setup_teardown (name, s_setup, tu_gi_teardown)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_gi_ops_decode_accepts_requests_into_what_to_do),
         cmocka_unit_test (test_gi_ops_decode_refuses_bad_requests_with_reply_words),

@@ -69,7 +69,10 @@ s_sample (const fixture_t *f, gw_opt_id_t id)
         [GW_OPT_MEMORY] = "1k", [GW_OPT_VCPUS] = "2", [GW_OPT_DISK_SIZE] = "2G",
         [GW_OPT_TEMPLATE_DIR] = "/t2", [GW_OPT_NO_TEMPLATES] = "", [GW_OPT_POOL] = "3",
         [GW_OPT_POOL_BUDGET] = "1000", [GW_OPT_POOL_IDLE] = "60",
-        [GW_OPT_LISTEN_FDS] = "3,4,5,6,7",
+        [GW_OPT_LISTEN_FDS] = "3,4,5,6,7", [GW_OPT_IDLE_PAUSE] = "300",
+        [GW_OPT_IDLE_TIMEOUT] = "3600", [GW_OPT_TTL] = "86400", [GW_OPT_SNAPSHOT_DIR] = "/s",
+        [GW_OPT_FROM_SNAPSHOT] = "snap-1", [GW_OPT_SNAPSHOT_GC] = "",
+        [GW_OPT_SNAPSHOT_MAX_AGE] = "604800", [GW_OPT_SNAPSHOT_MAX_BYTES] = "10G",
     };
     return id == GW_OPT_IMAGE ? f->image2 : values [id];
 }
@@ -102,7 +105,8 @@ test_every_option_that_keys_templates_reaches_both_children (void **state)
     fixture_t *f = *state;
     int keyed = 0;
     for (int id = 0; id < GW_OPT_COUNT; id++) {
-        if (id == GW_OPT_HELP || id == GW_OPT_BUILD_TEMPLATE || id == GW_OPT_POOL_DAEMON)
+        if (id == GW_OPT_HELP || id == GW_OPT_BUILD_TEMPLATE || id == GW_OPT_POOL_DAEMON
+        ||  id == GW_OPT_SNAPSHOT_GC)
             continue;                           //  modes: they run something else
         assert_non_null (s_sample (f, (gw_opt_id_t) id));   //  the test knows every option
         if (s_changes_key (f, (gw_opt_id_t) id)) {
@@ -121,7 +125,8 @@ s_full_argv (const fixture_t *f)
     int n = 0;
     argv [n++] = "gw";
     for (int id = 0; id < GW_OPT_COUNT; id++) {
-        if (id == GW_OPT_HELP || id == GW_OPT_BUILD_TEMPLATE || id == GW_OPT_POOL_DAEMON)
+        if (id == GW_OPT_HELP || id == GW_OPT_BUILD_TEMPLATE || id == GW_OPT_POOL_DAEMON
+        ||  id == GW_OPT_SNAPSHOT_GC)
             continue;
         snprintf (names [id], sizeof names [id], "--%s", gw_args_table () [id].name);
         argv [n++] = names [id];

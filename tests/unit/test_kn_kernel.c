@@ -1,6 +1,7 @@
 /*  test_kn_kernel - the protocol core driven over a socketpair, with a mock
  *  interpreter behind the seam: ordering, parents, stop_on_error, bad input,
- *  the deferred reseed after an entropy hello.
+ *  the deferred reseed after an entropy hello, the chdir into /workspace on
+ *  each driver hello (in a chroot of our own, as root).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,18 +9,23 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "kn_chan.h"
 #include "ch_frame.h"
 #include "kn_kernel.h"
+#include "tu.h"
 
 typedef struct {
     int fds [2];            //  [0] driver side, [1] kernel side
@@ -111,7 +117,7 @@ s_run (void *arg)
 }
 
 static int
-s_setup (void **state)
+s_setup_with (void **state, const char *outdir)
 {
     s_fixture_t *f = calloc (1, sizeof *f);
     pthread_mutex_init (&f->mu, NULL);
@@ -119,8 +125,9 @@ s_setup (void **state)
     assert_int_equal (socketpair (AF_UNIX, SOCK_STREAM, 0, f->fds), 0);
     f->kchan = kn_chan_new (f->fds [1], 1 << 20);
     f->dchan = kn_chan_new (f->fds [0], 1 << 20);
-    kn_kernel_config_t cfg = { NULL, "t" };
+    kn_kernel_config_t cfg = { outdir, "t" };
     f->kernel = kn_kernel_new (f->kchan, &cfg);
+    assert_non_null (f->kernel);
     kn_interp_t interp = { f, s_mock_handle, s_mock_info, NULL };
     kn_kernel_set_interp (f->kernel, &interp);
     pthread_create (&f->thread, NULL, s_run, f);
@@ -129,9 +136,19 @@ s_setup (void **state)
 }
 
 static int
+s_setup (void **state)
+{
+    return s_setup_with (state, NULL);
+}
+
+static int
 s_teardown (void **state)
 {
     s_fixture_t *f = *state;
+    pthread_mutex_lock (&f->mu);        //  a failed test may leave the mock blocked
+    f->release = true;
+    pthread_cond_broadcast (&f->cv);
+    pthread_mutex_unlock (&f->mu);
     shutdown (f->fds [0], SHUT_RDWR);   //  EOF: the kernel's run returns
     pthread_join (f->thread, NULL);
     kn_kernel_destroy (&f->kernel);
@@ -443,9 +460,162 @@ test_kn_kernel_hello_without_entropy_does_not_reseed (void **state)
     json_decref (req);
 }
 
+//  ---------------------------------------------------------------------------
+//  Into /workspace on each driver hello. The kernel runs in this process, so
+//  these tests give it a root of its own (chroot: root only, else skipped)
+//  with a /workspace in it, and leave through a saved fd of the real root.
+
+static struct {
+    char dir [TU_DIR_MAX];      //  the chroot, as the real root sees it
+    int root_fd, cwd_fd;        //  the real root and cwd, to go back
+    bool in;                    //  chrooted: the test may run
+} s_jail;
+
+static int
+s_setup_jail (void **state, const char *outdir)
+{
+    char ws [PATH_MAX];
+    tu_tmpdir (s_jail.dir, sizeof s_jail.dir, "test_kn_kernel");
+    assert_int_equal (mkdir (tu_path (ws, sizeof ws, s_jail.dir, "workspace"), 0755), 0);
+    s_jail.root_fd = open ("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    s_jail.cwd_fd = open (".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    assert_true (s_jail.root_fd >= 0 && s_jail.cwd_fd >= 0);
+    s_jail.in = chroot (s_jail.dir) == 0;
+    assert_int_equal (chdir ("/"), 0);
+    return s_setup_with (state, s_jail.in ? outdir : NULL);
+}
+
+//  The guest's layout: outdir /workspace/out.
+static int
+s_setup_guest (void **state)
+{
+    return s_setup_jail (state, "/workspace/out");
+}
+
+//  The local backend's: a private workspace elsewhere.
+static int
+s_setup_local (void **state)
+{
+    return s_setup_jail (state, "/run/session/workspace/out");
+}
+
+static int
+s_teardown_jail (void **state)
+{
+    s_teardown (state);
+    if (s_jail.in) {
+        assert_int_equal (fchdir (s_jail.root_fd), 0);
+        assert_int_equal (chroot ("."), 0);
+    }
+    assert_int_equal (fchdir (s_jail.cwd_fd), 0);
+    close (s_jail.root_fd);
+    close (s_jail.cwd_fd);
+    tu_rmtree (s_jail.dir);
+    return 0;
+}
+
+static const char *
+s_cwd (char *buf, size_t len)
+{
+    assert_non_null (getcwd (buf, len));
+    return buf;
+}
+
+static void
+test_kn_kernel_driver_hello_enters_the_workspace (void **state)
+{
+    s_fixture_t *f = *state;
+    if (!s_jail.in)
+        skip ();
+    char cwd [PATH_MAX];
+    s_expect_hello (f);                 //  its own hello moves nothing
+    assert_string_equal (s_cwd (cwd, sizeof cwd), "/");
+    s_send_driver_hello (f, NULL);
+    s_expect_hello (f);
+    assert_string_equal (s_cwd (cwd, sizeof cwd), "/workspace");
+    //  A re-hello (after a restore) goes back there from wherever it is.
+    assert_int_equal (chdir ("/"), 0);
+    s_send_driver_hello (f, NULL);
+    s_expect_hello (f);
+    assert_string_equal (s_cwd (cwd, sizeof cwd), "/workspace");
+}
+
+//  Not deferred with the reseed: in /workspace while the main thread is
+//  still busy and has not reseeded.
+static void
+test_kn_kernel_entropy_hello_enters_the_workspace_at_once (void **state)
+{
+    s_fixture_t *f = *state;
+    if (!s_jail.in)
+        skip ();
+    s_expect_hello (f);
+    json_t *r1 = s_send (f, CH_SHELL, "execute_request", "block");
+    pthread_mutex_lock (&f->mu);
+    while (!f->blocked)
+        pthread_cond_wait (&f->cv, &f->mu);
+    pthread_mutex_unlock (&f->mu);
+    ch_msg_t *m = s_expect (f, "status", "busy");
+    ch_msg_destroy (&m);
+    s_send_driver_hello (f, "QUJD");
+    s_expect_hello (f);
+    char cwd [PATH_MAX];
+    assert_string_equal (s_cwd (cwd, sizeof cwd), "/workspace");
+    assert_int_equal (s_count (f, "cellvm_reseed_request"), 0);
+    pthread_mutex_lock (&f->mu);
+    f->release = true;
+    pthread_cond_broadcast (&f->cv);
+    pthread_mutex_unlock (&f->mu);
+    m = s_expect (f, "execute_reply", NULL);
+    ch_msg_destroy (&m);
+    m = s_expect (f, "status", "idle");
+    ch_msg_destroy (&m);
+    assert_true (s_await_count (f, "cellvm_reseed_request", 1));
+    json_decref (r1);
+}
+
+//  No /workspace (ENOENT), or not a directory (ENOTDIR): the hello is
+//  answered, the cwd kept, and cells still run.
+static void
+test_kn_kernel_hello_without_a_workspace_keeps_the_cwd (void **state)
+{
+    s_fixture_t *f = *state;
+    if (!s_jail.in)
+        skip ();
+    s_expect_hello (f);
+    tu_rmtree ("/workspace");
+    s_send_driver_hello (f, NULL);
+    s_expect_hello (f);
+    char cwd [PATH_MAX];
+    assert_string_equal (s_cwd (cwd, sizeof cwd), "/");
+    tu_write_file ("/", "workspace", "a file");
+    s_send_driver_hello (f, NULL);
+    s_expect_hello (f);
+    assert_string_equal (s_cwd (cwd, sizeof cwd), "/");
+    json_t *req = s_send (f, CH_SHELL, "execute_request", "ok");
+    s_expect_bracketed (f, req, NULL, "execute_reply");
+    json_decref (req);
+}
+
+//  A kernel whose outdir is not under /workspace (the local backend's) keeps
+//  its cwd: a host's /workspace is not its own.
+static void
+test_kn_kernel_local_kernel_keeps_its_cwd_on_hello (void **state)
+{
+    s_fixture_t *f = *state;
+    if (!s_jail.in)
+        skip ();
+    s_expect_hello (f);
+    assert_int_equal (chdir ("/run"), 0);
+    s_send_driver_hello (f, NULL);
+    s_expect_hello (f);
+    char cwd [PATH_MAX];
+    assert_string_equal (s_cwd (cwd, sizeof cwd), "/run");
+}
+
 int
 main (void)
 {
+    signal (SIGPIPE, SIG_IGN);          //  as cellvm-kernel: a failed test may leave replies unread
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (test_kn_kernel_says_hello_and_answers_hello, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_kn_kernel_brackets_requests_with_busy_idle, s_setup, s_teardown),
@@ -457,6 +627,10 @@ main (void)
         cmocka_unit_test_setup_teardown (test_kn_kernel_reseed_runs_when_idle, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_kn_kernel_newer_entropy_hello_replaces_pending, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_kn_kernel_hello_without_entropy_does_not_reseed, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_kn_kernel_driver_hello_enters_the_workspace, s_setup_guest, s_teardown_jail),
+        cmocka_unit_test_setup_teardown (test_kn_kernel_entropy_hello_enters_the_workspace_at_once, s_setup_guest, s_teardown_jail),
+        cmocka_unit_test_setup_teardown (test_kn_kernel_hello_without_a_workspace_keeps_the_cwd, s_setup_guest, s_teardown_jail),
+        cmocka_unit_test_setup_teardown (test_kn_kernel_local_kernel_keeps_its_cwd_on_hello, s_setup_local, s_teardown_jail),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

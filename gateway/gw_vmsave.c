@@ -1,0 +1,367 @@
+/*  gw_vmsave - session snapshots: save and resume (see gw_vmsave.h). */
+#include "gw_vmsave.h"
+#include "ch_util.h"
+#include "gw_log.h"
+#include "gw_qmp.h"
+#include "gw_tplmeta.h"
+
+#include <czmq.h>
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define S_QMP_MS 5000               //  one QMP command
+#define S_SAVE_MS 120000            //  RAM and devices into the state file
+#define S_BANDWIDTH (64LL << 30)    //  bytes/s: a local file, no throttling
+
+//  ---------------------------------------------------------------------------
+//  QMP
+
+static gw_qmp_t *
+s_qmp_connect (const char *run_dir, char *err, size_t errlen)
+{
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    int n = snprintf (addr.sun_path, sizeof addr.sun_path, "%s/qmp.sock", run_dir);
+    int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (n < 0 || (size_t) n >= sizeof addr.sun_path || fd < 0
+    ||  connect (fd, (struct sockaddr *) &addr, sizeof addr) < 0) {
+        snprintf (err, errlen, "the VM's QMP socket in %s: %s", run_dir, strerror (errno));
+        if (fd >= 0)
+            close (fd);
+        return NULL;
+    }
+    gw_qmp_t *qmp = gw_qmp_new (fd, 0);
+    if (gw_qmp_handshake (qmp, S_QMP_MS, err, errlen) < 0)
+        gw_qmp_destroy (&qmp);
+    return qmp;
+}
+
+static int
+s_qmp (gw_qmp_t *qmp, const char *cmd, json_t *args, char *err, size_t errlen)
+{
+    int rc = gw_qmp_execute (qmp, cmd, args, NULL, S_QMP_MS, err, errlen);
+    json_decref (args);
+    return rc;
+}
+
+//  RAM goes into the stream (not x-ignore-shared: a clone's RAM is private);
+//  a live save stops before the switchover so the disk can be frozen.
+static int
+s_set_caps (gw_qmp_t *qmp, bool pause_before, char *err, size_t errlen)
+{
+    json_t *args = json_pack ("{s:[{s:s, s:b}, {s:s, s:b}]}", "capabilities",
+                              "capability", "x-ignore-shared", 0,
+                              "capability", "pause-before-switchover", pause_before);
+    int rc = s_qmp (qmp, "migrate-set-capabilities", args, err, errlen);
+    if (rc == 0)
+        rc = s_qmp (qmp, "migrate-set-parameters",
+                    json_pack ("{s:I}", "max-bandwidth", (json_int_t) S_BANDWIDTH), err, errlen);
+    return rc;
+}
+
+//  Poll query-migrate until one of the wanted states (e.g. "completed").
+static int
+s_wait_state (gw_qmp_t *qmp, const char *want, int64_t deadline, char *err, size_t errlen)
+{
+    char status [32] = "";
+    while (zclock_mono () < deadline) {
+        int rc = gw_qmp_query_migrate (qmp, status, sizeof status, S_QMP_MS, err, errlen);
+        if (rc < 0)
+            return rc;
+        if (strstr (want, status))
+            return 0;
+        if (strcmp (status, "failed") == 0 || strcmp (status, "cancelled") == 0) {
+            snprintf (err, errlen, "QEMU's migration %s (a full disk?)", status);
+            return -EIO;
+        }
+        struct timespec ts = { 0, 2 * 1000 * 1000 };
+        nanosleep (&ts, NULL);
+    }
+    snprintf (err, errlen, "the save was still \"%s\" after %d s", status, S_SAVE_MS / 1000);
+    return -ETIMEDOUT;
+}
+
+static int
+s_migrate_to (gw_qmp_t *qmp, const char *cmd, const char *path, int flags, char *err,
+              size_t errlen)
+{
+    int fd = open (path, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        snprintf (err, errlen, "open %s: %s", path, strerror (errno));
+        return -errno;
+    }
+    int rc = gw_qmp_getfd (qmp, "state", fd, S_QMP_MS, err, errlen);
+    close (fd);
+    if (rc == 0)
+        rc = s_qmp (qmp, cmd, json_pack ("{s:s}", "uri", "fd:state"), err, errlen);
+    return rc;
+}
+
+//  QEMU's version as "major.minor.micro package".
+static int
+s_qemu_version (gw_qmp_t *qmp, char *out, size_t cap, char *err, size_t errlen)
+{
+    json_t *ret = NULL;
+    int rc = gw_qmp_execute (qmp, "query-version", NULL, &ret, S_QMP_MS, err, errlen);
+    json_t *q = json_object_get (ret, "qemu");
+    snprintf (out, cap, "%lld.%lld.%lld %s",
+              (long long) json_integer_value (json_object_get (q, "major")),
+              (long long) json_integer_value (json_object_get (q, "minor")),
+              (long long) json_integer_value (json_object_get (q, "micro")),
+              json_string_value (json_object_get (ret, "package")) ?: "");
+    json_decref (ret);
+    return rc;
+}
+
+//  ---------------------------------------------------------------------------
+//  Saving
+
+//  A new top layer over the current one, its backing name relative.
+static int
+s_new_layer (const gw_vmsave_req_t *req, char *name, size_t cap, char *err, size_t errlen)
+{
+    uint32_t r = 0;
+    if (getrandom (&r, sizeof r, 0) != sizeof r)
+        r = (uint32_t) zclock_mono ();
+    snprintf (name, cap, "ws-%08x.qcow2", r);
+    char size [32];
+    snprintf (size, sizeof size, "%llu", (unsigned long long) req->cfg->disk_bytes);
+    const char *args [] = { "create", "-q", "-f", "qcow2", "-u", "-b", req->disk_top, "-F",
+                            "qcow2", name, size, NULL };
+    return gw_vm_run_qemu_img (req->cfg->qemu_img, req->run_dir, args, err, errlen);
+}
+
+//  In the pause before the switchover: freeze the disk under a new top.
+static int
+s_freeze_disk (gw_qmp_t *qmp, const gw_vmsave_req_t *req, gw_vmsave_out_t *out, char *err,
+               size_t errlen)
+{
+    int rc = s_new_layer (req, out->new_top, sizeof out->new_top, err, errlen);
+    char path [PATH_MAX];
+    snprintf (path, sizeof path, "%s/%s", req->run_dir, out->new_top);
+    if (rc == 0)
+        rc = s_qmp (qmp, "blockdev-snapshot-sync",
+                    json_pack ("{s:s, s:s, s:s, s:s}", "device", "ws", "snapshot-file", path,
+                               "format", "qcow2", "mode", "existing"), err, errlen);
+    if (rc < 0)
+        unlink (path);
+    return rc;
+}
+
+//  RAM and devices into state; the disk frozen at the same instant. The
+//  guest runs on afterwards when live, else stays stopped.
+static int
+s_save_vm (gw_qmp_t *qmp, const gw_vmsave_req_t *req, const char *state, gw_vmsave_out_t *out,
+           char *err, size_t errlen)
+{
+    int64_t deadline = zclock_mono () + S_SAVE_MS, stopped = 0;
+    int rc = s_set_caps (qmp, true, err, errlen);
+    if (rc == 0 && !req->live && (rc = s_qmp (qmp, "stop", NULL, err, errlen)) == 0)
+        stopped = zclock_mono ();
+    if (rc == 0)
+        rc = s_migrate_to (qmp, "migrate", state, O_WRONLY | O_CREAT | O_TRUNC, err, errlen);
+    if (rc == 0)
+        rc = s_wait_state (qmp, "pre-switchover", deadline, err, errlen);
+    if (rc == 0 && !stopped)
+        stopped = zclock_mono ();
+    bool frozen = rc == 0 && s_freeze_disk (qmp, req, out, err, errlen) == 0;
+    if (rc == 0 && !frozen)
+        rc = -EIO;
+    if (rc == 0)
+        rc = s_qmp (qmp, "migrate-continue", json_pack ("{s:s}", "state", "pre-switchover"),
+                    err, errlen);
+    if (rc == 0)
+        rc = s_wait_state (qmp, "completed", deadline, err, errlen);
+    if (rc < 0)                                 //  whatever happened, never leave it stopped
+        gw_qmp_execute (qmp, "migrate_cancel", NULL, NULL, S_QMP_MS, NULL, 0);
+    if (req->live || rc < 0)
+        gw_qmp_execute (qmp, "cont", NULL, NULL, S_QMP_MS, NULL, 0);
+    out->pause_ms = stopped ? zclock_mono () - stopped : 0;
+    return rc;
+}
+
+//  The frozen chain as one standalone disk in the staging dir.
+static int
+s_flatten (const gw_vmsave_req_t *req, const char *staging, char *err, size_t errlen)
+{
+    char src [PATH_MAX * 2], dst [PATH_MAX + 32];
+    snprintf (src, sizeof src, "%s/%s", req->run_dir, req->disk_top);
+    snprintf (dst, sizeof dst, "%s/" GW_SNAP_DISK, staging);
+    const char *args [] = { "convert", "-U", "-O", "qcow2", src, dst, NULL };
+    return gw_vm_run_qemu_img (req->cfg->qemu_img, req->run_dir, args, err, errlen);
+}
+
+//  What QEMU's command line says: the TSC rate on -append (a clone runs
+//  with its template's) and whether RAM is a backend named "mem".
+static void
+s_cmdline_facts (int pid, unsigned *tsc_p, bool *named_p)
+{
+    char path [64], buf [8192];
+    snprintf (path, sizeof path, "/proc/%d/cmdline", pid);
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read (fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close (fd);
+    buf [n > 0 ? n : 0] = '\0';
+    for (ssize_t i = 0; i < n; i++)
+        if (buf [i] == '\0')
+            buf [i] = ' ';
+    const char *t = strstr (buf, "tsc_early_khz=");
+    *tsc_p = t ? (unsigned) strtoul (t + 14, NULL, 10) : 0;
+    *named_p = strstr (buf, "memory-backend=mem") != NULL;
+}
+
+static json_t *
+s_meta (const gw_vmsave_req_t *req, const char *staging, const char *qemu_version,
+        char *err, size_t errlen)
+{
+    char path [PATH_MAX + 32], hex [65];
+    off_t state_bytes = 0, disk_bytes = 0;
+    snprintf (path, sizeof path, "%s/" GW_SNAP_STATE, staging);
+    int rc = ch_sha256_file (path, 0, hex, &state_bytes);
+    snprintf (path, sizeof path, "%s/" GW_SNAP_DISK, staging);
+    struct stat st;
+    if (rc < 0 || stat (path, &st) < 0) {
+        snprintf (err, errlen, "reading back %s: %s", staging, strerror (rc < 0 ? -rc : errno));
+        return NULL;
+    }
+    disk_bytes = st.st_size;
+    unsigned tsc;
+    bool named;
+    s_cmdline_facts (req->pid, &tsc, &named);
+    json_t *meta = gw_vmsave_expected (req->cfg);
+    json_object_update_new (meta, json_pack ("{s:f, s:s, s:i, s:b, s:I, s:s, s:I}",
+        "created", zclock_time () / 1000.0, "qemu_version", qemu_version,
+        "tsc_khz", (int) tsc, "mem_named", named,
+        "state_bytes", (json_int_t) state_bytes, "state_sha256", hex,
+        "disk_file_bytes", (json_int_t) disk_bytes));
+    if (req->extra)
+        json_object_update (meta, req->extra);
+    return meta;
+}
+
+int
+gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave_req_t *req,
+                    gw_vmsave_out_t *out, char *err, size_t errlen)
+{
+    assert (store && name && req && out);
+    memset (out, 0, sizeof *out);
+    int64_t t0 = zclock_mono ();
+    char staging [PATH_MAX], state [PATH_MAX + 8], version [128] = "";
+    json_t *meta = NULL;
+    gw_qmp_t *qmp = NULL;
+    int rc = gw_snapstore_stage (store, name, staging, sizeof staging, err, errlen);
+    if (rc < 0)
+        return rc;
+    snprintf (state, sizeof state, "%s/" GW_SNAP_STATE, staging);
+    if (!(qmp = s_qmp_connect (req->run_dir, err, errlen))) {
+        rc = -EIO;
+        goto fail;
+    }
+    if ((rc = s_qemu_version (qmp, version, sizeof version, err, errlen)) < 0
+    ||  (rc = s_save_vm (qmp, req, state, out, err, errlen)) < 0)
+        goto fail;
+    gw_qmp_destroy (&qmp);
+    if ((rc = s_flatten (req, staging, err, errlen)) < 0)
+        goto fail;
+    if (!(meta = s_meta (req, staging, version, err, errlen))) {
+        rc = -EIO;
+        goto fail;
+    }
+    json_int_t b = json_integer_value (json_object_get (meta, "state_bytes"))
+                 + json_integer_value (json_object_get (meta, "disk_file_bytes"));
+    rc = gw_snapstore_publish (store, staging, name, meta, err, errlen);
+    json_decref (meta);
+    out->bytes = (uint64_t) b;
+    out->ms = zclock_mono () - t0;
+    return rc;
+fail:
+    gw_qmp_destroy (&qmp);
+    gw_snapstore_abort (store, staging);
+    return rc;
+}
+
+//  ---------------------------------------------------------------------------
+//  Resuming
+
+json_t *
+gw_vmsave_expected (const gw_vm_config_t *cfg)
+{
+    json_t *in = gw_tplmeta_inputs (cfg), *out = json_object ();
+    const char *keys [] = { "image_hash", "mem_mib", "vcpus", "cpu", "accel", "disk_bytes",
+                            "append" };
+    for (size_t i = 0; i < sizeof keys / sizeof keys [0]; i++)
+        json_object_set (out, keys [i], json_object_get (in, keys [i]));
+    json_decref (in);
+    return out;
+}
+
+//  Feed the state to a VM started with -incoming defer, then run it.
+static int
+s_load (gw_vm_t *vm, const gw_snapref_t *ref, int timeout_ms, char *err, size_t errlen)
+{
+    gw_qmp_t *qmp = s_qmp_connect (gw_vm_run_dir (vm), err, errlen);
+    char version [128], why [600];
+    int rc = qmp ? s_qemu_version (qmp, version, sizeof version, err, errlen) : -EIO;
+    json_t *want = json_pack ("{s:s}", "qemu_version", version);
+    if (rc == 0 && gw_snapref_mismatch (ref, want, why, sizeof why)) {
+        snprintf (err, errlen, "%s", why);
+        rc = -EPROTO;
+    }
+    json_decref (want);
+    if (rc == 0)
+        rc = s_set_caps (qmp, false, err, errlen);
+    if (rc == 0)
+        rc = s_migrate_to (qmp, "migrate-incoming", gw_snapref_state (ref), O_RDONLY, err,
+                           errlen);
+    if (rc == 0)
+        rc = s_wait_state (qmp, "completed", zclock_mono () + timeout_ms, err, errlen);
+    if (rc == 0)
+        rc = s_qmp (qmp, "cont", NULL, err, errlen);
+    gw_qmp_destroy (&qmp);
+    return rc;
+}
+
+gw_vm_t *
+gw_vmsave_resume (const gw_snapref_t *ref, const gw_vm_config_t *cfg, int timeout_ms,
+                  char *err, size_t errlen)
+{
+    assert (ref && cfg);
+    char why [600];
+    json_t *meta = gw_snapref_meta (ref), *want = gw_vmsave_expected (cfg);
+    const char *bad = gw_snapref_mismatch (ref, want, why, sizeof why);
+    json_decref (want);
+    if (bad) {
+        snprintf (err, errlen, "%s", bad);
+        return NULL;
+    }
+    gw_vm_config_t c = *cfg;
+    c.mem_path = NULL;
+    c.mem_named = json_is_true (json_object_get (meta, "mem_named"));
+    c.incoming_defer = true;
+    c.disk_backing = c.disk_seed = c.disk_chain_dir = c.disk_name = NULL;
+    c.disk_base = gw_snapref_disk (ref);
+    json_int_t tsc = json_integer_value (json_object_get (meta, "tsc_khz"));
+    if (tsc > 0 && tsc < 100000000)
+        c.tsc_khz = (unsigned) tsc;             //  the source's -append, exactly
+    gw_vm_t *vm = gw_vm_new (&c, err, errlen);
+    int rc = vm ? gw_vm_start (vm, err, errlen) : -EIO;
+    if (rc == 0 && (rc = s_load (vm, ref, timeout_ms, err, errlen)) < 0) {
+        char detail [600];
+        snprintf (detail, sizeof detail, "%s", err);
+        snprintf (err, errlen, "snapshot \"%s\" could not be resumed: %s",
+                  gw_snapref_name (ref), detail);
+    }
+    if (rc < 0)
+        gw_vm_destroy (&vm);
+    return vm;
+}
