@@ -413,7 +413,8 @@ static int
 s_boot_keeping (s_self_t *self, char *err, size_t errlen)
 {
     char top [NAME_MAX + 1];
-    const char *chain = self->chain_dir [0] ? self->chain_dir : NULL;
+    const char *chain = self->chain_dir [0] ? self->chain_dir
+                      : !self->first_start_done ? self->opts.adopt_chain_dir : NULL;
     if (chain && gw_chain_top (chain, top, sizeof top) == 0) {
         self->cfg.disk_chain_dir = chain;
         self->cfg.disk_name = top;
@@ -422,10 +423,12 @@ s_boot_keeping (s_self_t *self, char *err, size_t errlen)
     snprintf (self->disk_top, sizeof self->disk_top, "%s", self->cfg.disk_name
               ? self->cfg.disk_name : GW_VMARGV_DISK);
     self->cfg.disk_chain_dir = self->cfg.disk_name = NULL;
-    if (rc == 0 && chain)
+    if (rc == 0 && self->chain_dir [0])
         gw_rundir_remove_tree (self->chain_dir);
-    if (rc == 0)
+    if (rc == 0) {
         self->chain_dir [0] = '\0';
+        self->first_start_done = true;
+    }
     return rc;
 }
 

@@ -136,7 +136,6 @@ gw_microvm__prepare_start (s_self_t *self)
         src.chain_dir = self->opts.adopt_chain_dir;
     else if (self->chain_dir [0])
         src.chain_dir = self->chain_dir;
-    self->first_start_done = true;
     if (src.chain_dir || src.snapshot)
         gw_vmstart_set_source (self->starter, &src);
 }
@@ -154,8 +153,10 @@ gw_microvm__started (s_self_t *self, int rc, const char *how)
             gw_rundir_remove_tree (self->chain_dir);
         self->chain_dir [0] = '\0';
     }
-    if (rc == 0)
+    if (rc == 0) {
         self->paused [0] = '\0';
+        self->first_start_done = true;          //  a failed resume is retried, never replaced
+    }
 }
 
 //  ---------------------------------------------------------------------------

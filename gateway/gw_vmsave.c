@@ -59,8 +59,8 @@ static int
 s_set_caps (gw_qmp_t *qmp, bool pause_before, char *err, size_t errlen)
 {
     json_t *args = json_pack ("{s:[{s:s, s:b}, {s:s, s:b}]}", "capabilities",
-                              "capability", "x-ignore-shared", 0,
-                              "capability", "pause-before-switchover", pause_before);
+                              "capability", "x-ignore-shared", "state", 0,
+                              "capability", "pause-before-switchover", "state", pause_before);
     int rc = s_qmp (qmp, "migrate-set-capabilities", args, err, errlen);
     if (rc == 0)
         rc = s_qmp (qmp, "migrate-set-parameters",
@@ -181,10 +181,11 @@ s_save_vm (gw_qmp_t *qmp, const gw_vmsave_req_t *req, const char *state, gw_vmsa
                     err, errlen);
     if (rc == 0)
         rc = s_wait_state (qmp, "completed", deadline, err, errlen);
+    char ignored [256];
     if (rc < 0)                                 //  whatever happened, never leave it stopped
-        gw_qmp_execute (qmp, "migrate_cancel", NULL, NULL, S_QMP_MS, NULL, 0);
+        gw_qmp_execute (qmp, "migrate_cancel", NULL, NULL, S_QMP_MS, ignored, sizeof ignored);
     if (req->live || rc < 0)
-        gw_qmp_execute (qmp, "cont", NULL, NULL, S_QMP_MS, NULL, 0);
+        gw_qmp_execute (qmp, "cont", NULL, NULL, S_QMP_MS, ignored, sizeof ignored);
     out->pause_ms = stopped ? zclock_mono () - stopped : 0;
     return rc;
 }
@@ -309,9 +310,14 @@ gw_vmsave_expected (const gw_vm_config_t *cfg)
 static int
 s_load (gw_vm_t *vm, const gw_snapref_t *ref, int timeout_ms, char *err, size_t errlen)
 {
-    gw_qmp_t *qmp = s_qmp_connect (gw_vm_run_dir (vm), err, errlen);
-    char version [128], why [600];
-    int rc = qmp ? s_qemu_version (qmp, version, sizeof version, err, errlen) : -EIO;
+    int fd = -1, rc = gw_vm_wait_port (vm, "qmp", timeout_ms, &fd);
+    gw_qmp_t *qmp = rc == 0 ? gw_qmp_new (fd, 0) : NULL;
+    if (rc < 0)
+        snprintf (err, errlen, "QEMU's QMP port: %s", strerror (-rc));
+    else if (gw_qmp_handshake (qmp, S_QMP_MS, err, errlen) < 0)
+        gw_qmp_destroy (&qmp);
+    char version [128] = "", why [600];
+    rc = qmp ? s_qemu_version (qmp, version, sizeof version, err, errlen) : -EIO;
     json_t *want = json_pack ("{s:s}", "qemu_version", version);
     if (rc == 0 && gw_snapref_mismatch (ref, want, why, sizeof why)) {
         snprintf (err, errlen, "%s", why);
