@@ -773,3 +773,104 @@ def start_session(kernel="cellvm", **kw):
     except BaseException:
         s.close()
         raise
+
+
+# --------------------------------------------------------------------------
+# Sessions that outlive a process (docs/sessions.md): identities, the `cellvm` CLI, snapshots.
+# Only used by test_sessions_*.py; nothing above depends on them.
+
+CELLVM = BUILD / "cellvm"
+# A cell's prelude that names the session's workspace in WS on either backend: /workspace in a
+# VM, a private directory of the gateway's with unsafe-local (the parent of CELLVM_OUTDIR).
+WS = "import os\nWS = os.path.dirname(os.environ['CELLVM_OUTDIR'])\n"
+
+
+def session_identity(connection_file, key):
+    """The session's identity as the gateway computes it (gw_keep.h): the first 24 hex characters
+    of SHA-256 over realpath(connection_file) "\\n" key."""
+    import hashlib
+    if isinstance(key, bytes):
+        key = key.decode()
+    text = os.path.realpath(connection_file) + "\n" + key
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def identity_of(s):
+    """The identity of a Session's gateway."""
+    return session_identity(s.km.connection_file, s.key)
+
+
+def cellvm_cli(*args, timeout=TIMEOUT):
+    """Run build/cellvm; its CompletedProcess (text)."""
+    if not CELLVM.exists():
+        pytest.fail(f"{CELLVM} is missing: run `make`", pytrace=False)
+    return subprocess.run([str(CELLVM), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def snapshot_list(store):
+    """{name: item} of `cellvm snapshot ls --json --snapshot-dir store`."""
+    r = cellvm_cli("snapshot", "ls", "--json", "--snapshot-dir", store)
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    return {item["name"]: item for item in json.loads(r.stdout)}
+
+
+def session_status(gateway_pid, base=None):
+    """The entry of `cellvm ls --json` for this gateway pid, or None."""
+    args = ["ls", "--json"] + (["--run-base", base] if base else [])
+    r = cellvm_cli(*args)
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    found = [x for x in json.loads(r.stdout) if x.get("pid") == gateway_pid]
+    return found[0] if found else None
+
+
+def snapshot_request(s, name=None, content=None, timeout=600):
+    """cellvm_snapshot_request on the session's control channel; the reply message. content
+    overrides the request's content ({"name": name} or {})."""
+    if content is None:
+        content = {} if name is None else {"name": name}
+    msg = s.kc.session.msg("cellvm_snapshot_request", content)
+    s.kc.session.send(s.kc.control_channel.socket, msg)
+    deadline = time.monotonic() + timeout
+    while True:
+        if s.proc is not None and s.proc.poll() is not None:
+            raise AssertionError(f"the gateway exited (status {s.proc.returncode}) before "
+                                 f"answering cellvm_snapshot_request:\n{s.log_text()[-3000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no reply to cellvm_snapshot_request within {timeout} s")
+        try:
+            rep = s.kc.get_control_msg(timeout=1)
+        except queue.Empty:
+            continue
+        if rep["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+            return rep
+
+
+def store_tree(store):
+    """{relative path: (size, mtime_ns, mode)} of everything under store (symlinks not
+    followed): what a test compares to show the store was not touched."""
+    out = {}
+    store = pathlib.Path(store)
+    if not store.exists():
+        return out
+    for p in sorted(store.rglob("*")):
+        st = p.lstat()
+        out[str(p.relative_to(store))] = (st.st_size, st.st_mtime_ns, st.st_mode)
+    return out
+
+
+def wait_ready_or_exit(s, timeout=READY_TIMEOUT):
+    """Wait until the session answers (True) or its gateway exits (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if s.proc is not None and s.proc.poll() is not None:
+            return False
+        try:
+            s.kc.wait_for_ready(timeout=min(5, max(1, deadline - time.monotonic())))
+        except RuntimeError:
+            if s.proc is not None and s.proc.poll() is not None:
+                return False
+            continue
+        s.track()
+        return True
+    raise AssertionError(f"{s.name}: neither ready nor exited within {timeout} s")
