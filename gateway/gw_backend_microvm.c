@@ -423,8 +423,8 @@ s_boot_keeping (s_self_t *self, char *err, size_t errlen)
     snprintf (self->disk_top, sizeof self->disk_top, "%s", self->cfg.disk_name
               ? self->cfg.disk_name : GW_VMARGV_DISK);
     self->cfg.disk_chain_dir = self->cfg.disk_name = NULL;
-    if (rc == 0 && self->chain_dir [0])
-        gw_rundir_remove_tree (self->chain_dir);
+    if (rc == 0)
+        gw_rundir_destroy (&self->chain_rd);
     if (rc == 0) {
         self->chain_dir [0] = '\0';
         self->first_start_done = true;
@@ -624,6 +624,7 @@ s_destroy (void *ctx)
     gw_vmstart_destroy (&self->starter);
     gw_microvm__drop_vm (self);
     gw_microvm__end (self);
+    gw_rundir_destroy (&self->chain_rd);
     if (self->epfd >= 0)
         close (self->epfd);
     if (self->timerfd >= 0)

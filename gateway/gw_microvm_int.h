@@ -8,6 +8,7 @@
 #include "gw_backend_microvm.h"
 #include "gw_init.h"
 #include "gw_vmh.h"
+#include "gw_rundir.h"
 #include "gw_snapstore.h"
 #include "gw_vmstart.h"
 
@@ -49,6 +50,7 @@ typedef struct {
     gw_microvm_opts_t opts;         //  its strings borrowed
     char disk_top [NAME_MAX + 1];   //  the VM's /workspace top layer in its run dir
     char chain_dir [PATH_MAX];      //  a disk chain waiting for the next VM, "" none
+    gw_rundir_t *chain_rd;          //  ... the run dir that holds it
     char detach_id [37];            //  the workspace_detach_request in flight, "" none
     bool first_start_done;          //  opts' adopt/from-snapshot were used
     char paused [80];               //  paused into the store under this name, "" not

@@ -25,35 +25,20 @@
 //  ---------------------------------------------------------------------------
 //  A new VM over this one's disk
 
-//  A private directory for a disk chain between two VMs: BASE/chain-<pid>-<hex>.
-static int
-s_chain_dir (s_self_t *self, char *out, size_t cap)
-{
-    char base [PATH_MAX - 32];
-    uint32_t r = 0;
-    if (getrandom (&r, sizeof r, 0) != sizeof r)
-        r = (uint32_t) zclock_mono ();
-    int rc = self->cfg.run_base ? (snprintf (base, sizeof base, "%s", self->cfg.run_base), 0)
-                                : gw_rundir_default_base (base, sizeof base);
-    if (rc == 0)
-        snprintf (out, cap, "%s/chain-%d-%08x", base, (int) getpid (), r);
-    return rc < 0 ? rc : ch_mkdir_p (out, 0700);
-}
-
-//  Link the VM's disk chain into a fresh chain dir: self->chain_dir.
+//  Link the VM's disk chain into a fresh run dir of ours (swept like any
+//  other when the gateway dies): self->chain_dir.
 static int
 s_export_disk (s_self_t *self, char *err, size_t errlen)
 {
-    char dir [PATH_MAX];
-    int rc = s_chain_dir (self, dir, sizeof dir);
-    if (rc == 0)
-        rc = gw_chain_export (gw_vmh_run_dir (self->vm), self->disk_top, dir, err, errlen);
+    gw_rundir_t *rd = gw_rundir_new (self->cfg.run_base, err, errlen);
+    int rc = rd ? gw_chain_export (gw_vmh_run_dir (self->vm), self->disk_top, gw_rundir_path (rd),
+                                   err, errlen) : -EIO;
+    if (rc == 0) {
+        snprintf (self->chain_dir, sizeof self->chain_dir, "%s", gw_rundir_path (rd));
+        self->chain_rd = rd;
+    }
     else
-        snprintf (err, errlen, "cannot make a directory for the disk: %s", strerror (-rc));
-    if (rc == 0)
-        snprintf (self->chain_dir, sizeof self->chain_dir, "%s", dir);
-    else
-        gw_rundir_remove_tree (dir);
+        gw_rundir_destroy (&rd);
     return rc;
 }
 
@@ -149,8 +134,7 @@ gw_microvm__started (s_self_t *self, int rc, const char *how)
         gw_chain_top (chain, top, sizeof top);
     snprintf (self->disk_top, sizeof self->disk_top, "%s", top);
     if (rc == 0 || rc == -EIO) {                //  adopted (links), or a resume's own failure
-        if (self->chain_dir [0])
-            gw_rundir_remove_tree (self->chain_dir);
+        gw_rundir_destroy (&self->chain_rd);
         self->chain_dir [0] = '\0';
     }
     if (rc == 0) {
