@@ -9,6 +9,7 @@
 #include "gw_snapstore.h"
 
 #include <czmq.h>
+#include <malloc.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,7 @@ s_paused (void *arg, int rc, const json_t *reply, const uint8_t *data, size_t le
     self->state = GW_SESSION_NONE;
     self->paused = true;
     gw_log (GW_LOG_INFO, "session.paused", "snapshot=%s", self->opts.pause_name);
+    malloc_trim (0);                            //  a paused session should cost ~nothing
     if (zlistx_size (self->held) && !self->shutting_down)
         s_resume (self);                        //  a request came in meanwhile
     else if (self->shutting_down)

@@ -29,10 +29,12 @@ case "$name" in
     backend=microvm
     display="Python 3 (cellvm microVM)" ;;
   cellvm-agent)
-    # For agents: a runaway cell is interrupted after 120 s, then killed and restarted.
+    # For agents (README, docs/sessions.md): a runaway cell is interrupted after
+    # 120 s, then killed and restarted; 5 idle minutes put the VM on disk (the next
+    # cell resumes it); 12 idle hours, or 24 hours in all, end the session.
     backend=microvm
-    extra=', "--cell-timeout", "120"'
-    display="Python 3 (cellvm microVM, 120 s cell limit)" ;;
+    extra=', "--cell-timeout", "120", "--idle-pause", "300", "--idle-timeout", "43200", "--ttl", "86400"'
+    display="Python 3 (cellvm microVM for agents: 120 s cells, paused when idle)" ;;
   cellvm-unsafe-local)
     backend=unsafe-local
     display="Python 3 (cellvm unsafe-local, NO isolation)" ;;
