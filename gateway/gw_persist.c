@@ -91,6 +91,8 @@ s_check_from (gw_persist_t *self, gw_args_t *args, char *err, size_t errlen)
         snprintf (err, errlen, "%s", why);
         rc = -EPROTO;
     }
+    else
+        rc = gw_snapref_verify_state (ref, err, errlen);   //  ~0.2 s per 250 MB
     json_decref (want);
     gw_snapref_destroy (&ref);
     gw_snapstore_destroy (&store);
