@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
@@ -23,6 +24,15 @@ struct _gw_status_t {
     bool dirty;                                 //  json differs from the file
     bool warned;                                //  a write failure was logged
     int64_t written_ms;                         //  ch_now_ms of the last write
+    //  Files are written on a thread of their own: a rename on a loaded
+    //  host can take longer than a reactor turn may.
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake, done;
+    char *pending;                              //  the next text to write, guarded
+    uint64_t posted, written;                   //  guarded
+    int last_rc;                                //  guarded
+    bool quit, running;
 };
 
 //  The keys and what each must hold: the reader checks every one.
@@ -150,6 +160,8 @@ s_document (const char *identity, const char *backend, const char *connection_fi
     return doc;
 }
 
+static void *s_writer (void *arg);
+
 gw_status_t *
 gw_status_new (const char *base, const char *identity, const char *backend,
                const char *connection_file, const char *kernel_name, char *err, size_t errlen)
@@ -175,6 +187,12 @@ gw_status_new (const char *base, const char *identity, const char *backend,
         snprintf (err, errlen, "cannot write %s: %s", self->path, strerror (-rc));
         goto fail;
     }
+    pthread_mutex_init (&self->lock, NULL);
+    pthread_cond_init (&self->wake, NULL);
+    pthread_cond_init (&self->done, NULL);
+    if (pthread_create (&self->thread, NULL, s_writer, self) != 0)
+        abort ();                               //  no thread: nothing else would work either
+    self->running = true;
     return self;
 fail:
     if (!base)
@@ -191,6 +209,16 @@ gw_status_destroy (gw_status_t **self_p)
     gw_status_t *self = *self_p;
     if (!self)
         return;
+    if (self->running) {                        //  what it is writing lands first
+        pthread_mutex_lock (&self->lock);
+        self->quit = true;
+        pthread_cond_signal (&self->wake);
+        pthread_mutex_unlock (&self->lock);
+        pthread_join (self->thread, NULL);
+        pthread_mutex_destroy (&self->lock);
+        pthread_cond_destroy (&self->wake);
+        pthread_cond_destroy (&self->done);
+    }
     if (unlink (self->path) < 0 && errno != ENOENT)
         gw_log (GW_LOG_WARN, "status.left", "path=%s reason=\"%s\"", self->path,
                 strerror (errno));
@@ -252,14 +280,11 @@ s_write_all (int fd, const char *text, size_t len)
     return 0;
 }
 
-//  The document into tmp, renamed over path: readers see the old file or
-//  the new one. No fsync: the file only matters while we run.
+//  text into tmp, renamed over path: readers see the old file or the new
+//  one. No fsync: the file only matters while we run.
 static int
-s_write (gw_status_t *self)
+s_write_text (gw_status_t *self, const char *text)
 {
-    char *text = json_dumps (self->json, JSON_COMPACT);
-    if (!text)
-        abort ();
     int rc = 0, fd = open (self->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
                            0600);
     if (fd < 0)
@@ -272,7 +297,72 @@ s_write (gw_status_t *self)
         rc = -errno;
     if (rc < 0)
         unlink (self->tmp);
-    free (text);
+    return rc;
+}
+
+static void *
+s_writer (void *arg)
+{
+    gw_status_t *self = arg;
+    pthread_mutex_lock (&self->lock);
+    while (!self->quit || self->pending) {
+        if (!self->pending) {
+            pthread_cond_wait (&self->wake, &self->lock);
+            continue;
+        }
+        char *text = self->pending;
+        uint64_t gen = self->posted;
+        self->pending = NULL;
+        pthread_mutex_unlock (&self->lock);
+        int rc = s_write_text (self, text);
+        free (text);
+        if (rc < 0 && !self->warned) {
+            self->warned = true;
+            gw_log (GW_LOG_WARN, "status.write_failed", "path=%s reason=\"%s\"", self->path,
+                    strerror (-rc));
+        }
+        pthread_mutex_lock (&self->lock);
+        self->written = gen;
+        self->last_rc = rc;
+        pthread_cond_broadcast (&self->done);
+    }
+    pthread_mutex_unlock (&self->lock);
+    return NULL;
+}
+
+//  Hand the document to the writer (before it runs: write it here).
+static int
+s_write (gw_status_t *self)
+{
+    char *text = json_dumps (self->json, JSON_COMPACT);
+    if (!text)
+        abort ();
+    if (!self->running) {
+        int rc = s_write_text (self, text);
+        free (text);
+        return rc;
+    }
+    pthread_mutex_lock (&self->lock);
+    free (self->pending);
+    self->pending = text;
+    self->posted++;
+    int rc = self->last_rc;
+    pthread_cond_signal (&self->wake);
+    pthread_mutex_unlock (&self->lock);
+    return rc;
+}
+
+int
+gw_status_sync (gw_status_t *self)
+{
+    assert (self);
+    if (!self->running)
+        return 0;
+    pthread_mutex_lock (&self->lock);
+    while (self->written < self->posted)
+        pthread_cond_wait (&self->done, &self->lock);
+    int rc = self->last_rc;
+    pthread_mutex_unlock (&self->lock);
     return rc;
 }
 

@@ -58,6 +58,9 @@ void gw_status_touch (gw_status_t *self);
 //  last write). Cheap when there is nothing to do: call it every reactor
 //  turn. 0, or -errno (the file stays dirty; the first failure is logged).
 int gw_status_flush (gw_status_t *self, bool force);
+//  Writes happen on a thread of the status file's own (off the reactor):
+//  wait until what was handed over is on disk. The last write's 0 or -errno.
+int gw_status_sync (gw_status_t *self);
 
 //  ---------------------------------------------------------------------------
 //  Reading (cellvm)

@@ -261,5 +261,5 @@ def test_the_workspace_outlives_a_kernel_death(session):
                     ".hexdigest())") == sha(data)
     got = get(k, "keep/me.bin")
     assert bytes(got["buffers"][0]) == data
-    if qemu:
-        assert k.qemu_pid() == qemu, "the kernel was restarted in the same VM"
+    if qemu:        # a warm kernel in a new VM over the same disk (docs/sessions.md)
+        assert k.qemu_pid() not in (None, qemu), "the template was restored over the disk"

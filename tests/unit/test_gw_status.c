@@ -111,6 +111,7 @@ test_gw_status_round_trip (void **state)
     gw_status_set (self, "from_snapshot", json_string ("snap-1"));
     gw_status_set (self, "paused_snapshot", NULL);
     gw_status_set_state (self, "idle");         //  forced: no flush needed
+    assert_int_equal (gw_status_sync (self), 0);
     st = s_read (f->file);
     assert_string_equal (s_str (st, "state"), "idle");
     assert_int_equal (s_int (st, "qemu_pid"), 4242);
@@ -134,6 +135,7 @@ test_gw_status_replaces_atomically (void **state)
     assert_true (old_fd >= 0);
     gw_status_set (self, "workspace", json_string ("/w"));
     assert_int_equal (gw_status_flush (self, true), 0);
+    assert_int_equal (gw_status_sync (self), 0);
     assert_int_equal (stat (f->file, &after), 0);
     assert_true (before.st_ino != after.st_ino);
     json_error_t jerr;
@@ -159,15 +161,18 @@ test_gw_status_throttles_unforced_writes (void **state)
     gw_status_t *self = s_new (f);             //  written just now
     gw_status_set (self, "qemu_pid", json_integer (7));
     assert_int_equal (gw_status_flush (self, false), 0);
+    assert_int_equal (gw_status_sync (self), 0);
     json_t *st = s_read (f->file);
     assert_int_equal (s_int (st, "qemu_pid"), 0);   //  dirty, but within 1 s
     json_decref (st);
     assert_int_equal (gw_status_flush (self, true), 0);
+    assert_int_equal (gw_status_sync (self), 0);
     st = s_read (f->file);
     assert_int_equal (s_int (st, "qemu_pid"), 7);   //  forced
     json_decref (st);
     gw_status_set (self, "qemu_pid", json_integer (8));
     assert_int_equal (gw_status_flush (self, false), 0);
+    assert_int_equal (gw_status_sync (self), 0);
     st = s_read (f->file);
     assert_int_equal (s_int (st, "qemu_pid"), 7);
     json_decref (st);
@@ -175,6 +180,7 @@ test_gw_status_throttles_unforced_writes (void **state)
     nanosleep (&nap, NULL);
     gw_status_touch (self);
     assert_int_equal (gw_status_flush (self, false), 0);
+    assert_int_equal (gw_status_sync (self), 0);
     st = s_read (f->file);
     assert_int_equal (s_int (st, "qemu_pid"), 8);   //  1 s later: written
     assert_true (s_int (st, "last_activity") >= s_int (st, "started"));
