@@ -242,9 +242,10 @@ def test_killing_kernel_mid_cell_gives_error_then_working_kernel(kernel):
     assert run_cell(kc, "1 + 1").status == "ok"      # a new kernel answers
     assert run_cell(kc, "y").content["ename"] == "NameError"    # with a fresh namespace
     assert not gone(kernel.gateway_pid)
-    assert guest_pid(kernel) != before
-    if kernel.kind == "microvm":
-        assert kernel.qemu_pid() == qemu, "the kernel is restarted in the same VM"
+    if kernel.kind == "microvm":    # a warm kernel: the template restored over the same disk
+        assert kernel.qemu_pid() not in (None, qemu), "the kernel came back in a new VM"
+    else:                           # (a restored kernel has its template's guest pid)
+        assert guest_pid(kernel) != before
 
 
 @pytest.mark.parametrize("kernel", ["unsafe-local", "microvm"], indirect=True)

