@@ -30,7 +30,10 @@ kernelspec names; default: cellvm, cellvm-unsafe-local and python3, those
 found), BENCH_QUICK=1 for fewer repeats (the workloads stay the same),
 BENCH_SNAPSHOTS=0 to skip the start-path section (cold boot / restore / pool
 hand-out, PSS per idle session), BENCH_FIRST_USE=0 to skip the fresh-session
-cases.
+cases, BENCH_SESSIONS=0 to skip the sessions section (restarts, kernel
+deaths, snapshots, resumes, forks, idle pause: sessions_bench.py, beside this
+file), BENCH_ONLY=sessions to run that section alone (as
+`bench/sessions_bench.py` does).
 
 The start-path section derives three kernelspecs from the `cellvm` one
 (same gateway and image): `--no-templates` (cold boot), the default
@@ -474,8 +477,10 @@ def git_commit():
         return None
 
 
-def previous_run(history, quick):
-    """The last run in history with the same BENCH_QUICK setting, else the last."""
+def previous_run(history, quick, section=None):
+    """The last run in history with the same BENCH_QUICK setting, else the last;
+    with section, the last that has that section (a run of one section alone
+    is not the previous run of the others)."""
     last = same = None
     try:
         with open(history) as f:
@@ -483,6 +488,8 @@ def previous_run(history, quick):
                 try:
                     run = json.loads(line)
                 except ValueError:
+                    continue
+                if section and not run.get(section):
                     continue
                 last = run
                 if run.get("meta", {}).get("quick") == quick:
@@ -492,8 +499,15 @@ def previous_run(history, quick):
     return same or last
 
 
+def cellvm_template():
+    """The cellvm kernelspec's template, built (or checked) as the start paths do."""
+    argv = json.loads((BUILD / "share/jupyter/kernels/cellvm/kernel.json").read_text())["argv"]
+    return ensure_template(argv[0], gateway_opts(argv))
+
+
 def main():
     t_run = time.perf_counter()
+    only = os.environ.get("BENCH_ONLY")
     found = KernelSpecManager().find_kernel_specs()
     names = os.environ.get("BENCH_KERNELS")
     if names:
@@ -504,7 +518,9 @@ def main():
             kernels.remove("cellvm")
     out = pathlib.Path(os.environ.get("CELLVM_BENCH_OUT", BUILD / "bench" / "results.json"))
     history = out.parent / "history.jsonl"
-    prev = previous_run(history, QUICK)
+    prev = previous_run(history, QUICK, "results")
+    prev_snap = previous_run(history, QUICK, "start_paths")
+    prev_sess = previous_run(history, QUICK, "sessions")
     meta = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": git_commit(),
             "host": socket.gethostname(), "host_cpus": os.cpu_count(),
             "loadavg_at_start": os.getloadavg(), "quick": QUICK, "kernels": kernels,
@@ -512,37 +528,50 @@ def main():
             "print_lines": PRINT_LINES, "lines_MB": LINES_MB, "one_write_MB": BIG_WRITE_MB,
             "first_use_timeout_s": FIRST_USE_TIMEOUT, "output_timeout_s": OUTPUT_TIMEOUT,
             "store_history": True}
-    snap = None
-    if "cellvm" in kernels and os.environ.get("BENCH_SNAPSHOTS", "1") != "0":
+    snap = sess = None
+    if "cellvm" in kernels and os.environ.get("BENCH_SNAPSHOTS", "1") != "0" and not only:
         snap = bench_start_paths()
+    if os.environ.get("BENCH_SESSIONS", "1") != "0" and only in (None, "sessions"):
+        import sessions_bench
+        sess = sessions_bench.bench_sessions(kernels, cellvm_template)
     rows = []
-    for k in kernels:
+    for k in (kernels if not only else []):
         print(f"bench: {k} ...", file=sys.stderr, flush=True)
         rows.append(bench_kernel(k, os.environ.get("BENCH_FIRST_USE", "1") != "0"))
     meta["run_s"] = time.perf_counter() - t_run
     meta["loadavg_at_end"] = os.getloadavg()
-    if prev:
-        pm = prev.get("meta", {})
-        print(f"(prev ...) is the previous run in {history}: {pm.get('when')}, commit "
+    shown = set()
+    for what, p in (("main table", prev if rows else None),
+                    ("start paths", prev_snap if snap else None),
+                    ("sessions", prev_sess if sess else None)):
+        if p is None or id(p) in shown:
+            continue
+        shown.add(id(p))
+        pm = p.get("meta", {})
+        print(f"(prev ...) is the previous run in {history} ({what}): {pm.get('when')}, commit "
               f"{(pm.get('commit') or '?')[:12]}, host {pm.get('host')}"
               + (", BENCH_QUICK" if pm.get("quick") else ""))
-    else:
+    if not shown:
         print(f"no previous run in {history}")
     print(f"this run: {meta['when']}, commit {(meta['commit'] or '?')[:12]}, host {meta['host']},"
           f" {meta['run_s']:.0f} s, load average {meta['loadavg_at_start'][0]:.2f} at start,"
           f" {meta['loadavg_at_end'][0]:.2f} at end")
     print()
     if snap:
-        print_start_paths(snap, (prev or {}).get("start_paths"))
-    print_table(rows, (prev or {}).get("results"))
-    result = {"meta": meta, "results": rows, "start_paths": snap}
+        print_start_paths(snap, (prev_snap or {}).get("start_paths"))
+    if sess:
+        import sessions_bench
+        sessions_bench.print_sessions(sess, (prev_sess or {}).get("sessions"))
+    if rows:
+        print_table(rows, (prev or {}).get("results"))
+    result = {"meta": meta, "results": rows, "start_paths": snap, "sessions": sess}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     with open(history, "a") as f:
         f.write(json.dumps(result) + "\n")
     print(f"results: {out} (and a line in {history.name})")
-    failed = [f"{r['kernel']}: {k}: {v}" for r in rows for k, v in r["failures"].items()
-              if v.startswith("FAIL")]
+    failed = [f"{r['kernel']}: {k}: {v}" for r in rows + ([sess] if sess else [])
+              for k, v in r["failures"].items() if v.startswith("FAIL")]
     if failed:
         print("bench: FAILED:\n  " + "\n  ".join(failed), file=sys.stderr)
         sys.exit(1)

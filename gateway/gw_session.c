@@ -518,7 +518,8 @@ gw_session_request (gw_session_t *self, gw_frames_t **ids_p, ch_msg_t **msg_p)
     if (gw_log_enabled (GW_LOG_DEBUG))
         gw_log (GW_LOG_DEBUG, "client.msg", "channel=%s msg_type=%s msg_id=%s",
                 ch_channel_name (ch_msg_channel (msg)), ch_msg_type (msg), ch_msg_id (msg));
-    gw_session__activity (self);
+    //  A shutdown does not wake a paused VM just to stop it.
+    gw_session__activity (self, strcmp (ch_msg_type (msg), "shutdown_request") != 0);
     if (gw_files_is_request (ch_msg_type (msg))) {
         gw_session__file_request (self, msg, ids_p);
         goto done;

@@ -71,7 +71,7 @@ int gw_session__on_kernel_msg (void *arg, ch_msg_t **msg_p);
 //  gw_session_life.c: lifetimes, idle pauses, snapshots.
 void gw_session__life_tick (gw_session_t *self, int64_t now);
 //  A client request arrived: the session is active; a paused one resumes.
-void gw_session__activity (gw_session_t *self);
+void gw_session__activity (gw_session_t *self, bool resume);
 //  Start the kernel (again): quietly, without a `starting` status or a
 //  new session id, when it resumes from an idle pause.
 int gw_session__start_kernel (gw_session_t *self, bool quiet, char *err, size_t errlen);

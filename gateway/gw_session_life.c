@@ -39,10 +39,10 @@ s_resume (gw_session_t *self)
 }
 
 void
-gw_session__activity (gw_session_t *self)
+gw_session__activity (gw_session_t *self, bool resume)
 {
     self->last_activity = zclock_mono ();
-    if (self->paused && self->state == GW_SESSION_NONE && !self->shutting_down)
+    if (resume && self->paused && self->state == GW_SESSION_NONE && !self->shutting_down)
         s_resume (self);
 }
 
