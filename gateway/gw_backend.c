@@ -137,12 +137,12 @@ gw_backend_keep_workspace (gw_backend_t *self, const char *dir, char *err, size_
 
 int
 gw_backend_snapshot (gw_backend_t *self, const char *store_dir, const char *name,
-                     gw_chunk_fn *done, void *arg, char *err, size_t errlen)
+                     const json_t *extra, gw_chunk_fn *done, void *arg, char *err, size_t errlen)
 {
     assert (self && store_dir && name && done);
     if (!self->snapshot)
         return s_unsupported (self, "take snapshots (use the microvm backend)", err, errlen);
-    return self->snapshot (self->ctx, store_dir, name, done, arg, err, errlen);
+    return self->snapshot (self->ctx, store_dir, name, extra, done, arg, err, errlen);
 }
 
 int

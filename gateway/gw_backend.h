@@ -94,12 +94,12 @@ typedef struct {
     //  backend cannot.
     int (*keep_workspace) (void *ctx, const char *dir, char *err, size_t errlen);
     //  A session snapshot (docs/sessions.md): save the running VM as name
-    //  in store_dir; done runs later on the reactor thread with rc 0 and
+    //  in store_dir, with extra (borrowed, may be NULL) in its meta.json; done runs later on the reactor thread with rc 0 and
     //  the reply content (borrowed), or a negative errno and the reason.
     //  0 when started, -EBUSY while one runs, -ENOTSUP (reason in err).
     //  NULL: the backend cannot.
-    int (*snapshot) (void *ctx, const char *store_dir, const char *name, gw_chunk_fn *done,
-                     void *arg, char *err, size_t errlen);
+    int (*snapshot) (void *ctx, const char *store_dir, const char *name, const json_t *extra,
+                     gw_chunk_fn *done, void *arg, char *err, size_t errlen);
     //  Idle: save the VM into store_dir as name and stop it (host RAM goes
     //  to ~0). The kernel's channel then closes; reap does not report a
     //  death. The next start resumes it. done as for snapshot. NULL: cannot.
@@ -140,7 +140,8 @@ void gw_backend_cancel_chunks (gw_backend_t *self);
 //  -ENOTSUP with the reason in err when the backend lacks the operation.
 int gw_backend_keep_workspace (gw_backend_t *self, const char *dir, char *err, size_t errlen);
 int gw_backend_snapshot (gw_backend_t *self, const char *store_dir, const char *name,
-                         gw_chunk_fn *done, void *arg, char *err, size_t errlen);
+                         const json_t *extra, gw_chunk_fn *done, void *arg, char *err,
+                         size_t errlen);
 int gw_backend_pause (gw_backend_t *self, const char *store_dir, const char *name,
                       gw_chunk_fn *done, void *arg, char *err, size_t errlen);
 const char *gw_backend_name (const gw_backend_t *self);

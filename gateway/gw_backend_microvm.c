@@ -536,6 +536,10 @@ static int
 s_kill (void *ctx)
 {
     s_self_t *self = ctx;
+    if (self->vm && self->detach_id [0]) {      //  a new VM was about to replace this one
+        self->stop_start = true;
+        return gw_vmh_kill (self->vm);
+    }
     if (!self->vm && self->starting)
         self->stop_start = true;                //  a start in flight: reap ends it
     if (!self->vm)
@@ -578,6 +582,7 @@ s_reap (void *ctx, gw_exit_t *exit_p)
         if (rc == -EAGAIN)
             return -EAGAIN;
         self->starting = self->stop_start = false;
+        self->detach_id [0] = '\0';            //  a rebirth stopped before its detach ended
         gw_vmh_destroy (&res.vm);
         gw_init_destroy (&res.init);
         if (res.kernel_fd >= 0)

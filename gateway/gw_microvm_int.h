@@ -57,6 +57,7 @@ typedef struct {
     char paused_store [PATH_MAX];   //  ... that store
     char workspace [PATH_MAX];      //  run dir/disk_top, for `cellvm ls`
     gw_snapref_t *paused_ref;       //  holds the paused snapshot (LOCK_SH: gc skips it)
+    bool paused_unresumable;        //  its resume failed: never delete it
     gw_chunk_fn *save_done;         //  a snapshot or pause in flight
     void *save_arg;
     char save_name [80];
@@ -86,8 +87,9 @@ void gw_microvm__on_save (s_self_t *self);
 //  The backend ends: a paused snapshot goes with it unless it was kept.
 void gw_microvm__end (s_self_t *self);
 int gw_microvm__keep_workspace (void *ctx, const char *dir, char *err, size_t errlen);
-int gw_microvm__snapshot (void *ctx, const char *store_dir, const char *name, gw_chunk_fn *done,
-                          void *arg, char *err, size_t errlen);
+int gw_microvm__snapshot (void *ctx, const char *store_dir, const char *name,
+                          const json_t *extra, gw_chunk_fn *done, void *arg, char *err,
+                          size_t errlen);
 const char *gw_microvm__workspace (void *ctx);
 int gw_microvm__pause (void *ctx, const char *store_dir, const char *name, gw_chunk_fn *done,
                        void *arg, char *err, size_t errlen);

@@ -91,6 +91,11 @@ gw_microvm__on_init_reply (s_self_t *self, const ch_msg_t *msg)
     const char *pid = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
     if (!self->detach_id [0] || !pid || strcmp (pid, self->detach_id) != 0)
         return false;
+    if (self->stop_start) {                     //  stopped meanwhile: no new VM
+        self->detach_id [0] = '\0';
+        self->starting = self->stop_start = false;
+        return true;
+    }
     json_t *c = ch_msg_content (msg);
     bool ok = strcmp (json_string_value (json_object_get (c, "status")) ?: "", "ok") == 0;
     char why [400];
@@ -133,6 +138,12 @@ gw_microvm__started (s_self_t *self, int rc, const char *how)
     if (rc == 0 && how && strcmp (how, "restore") == 0 && chain)
         gw_chain_top (chain, top, sizeof top);
     snprintf (self->disk_top, sizeof self->disk_top, "%s", top);
+    if (rc == -EIO && self->paused [0]) {
+        self->paused_unresumable = true;        //  the only copy of that session: keep it
+        gw_log (GW_LOG_ERROR, "vm.paused_kept", "snapshot=%s store=%s reason=\"its resume "
+                "failed; start it with --from-snapshot once the cause is fixed\"",
+                self->paused, self->paused_store);
+    }
     if (rc == 0 || rc == -EIO) {                //  adopted (links), or a resume's own failure
         gw_rundir_destroy (&self->chain_rd);
         self->chain_dir [0] = '\0';
@@ -206,8 +217,8 @@ gw_microvm__keep_workspace (void *ctx, const char *dir, char *err, size_t errlen
 //  Snapshots and pauses
 
 static int
-s_save (s_self_t *self, const char *store_dir, const char *name, bool pause, gw_chunk_fn *done,
-        void *arg, char *err, size_t errlen)
+s_save (s_self_t *self, const char *store_dir, const char *name, bool pause,
+        const json_t *more, gw_chunk_fn *done, void *arg, char *err, size_t errlen)
 {
     if (!self->vm || !self->init_ready || self->starting || self->detach_id [0]) {
         snprintf (err, errlen, "the session's VM is not running right now");
@@ -218,6 +229,8 @@ s_save (s_self_t *self, const char *store_dir, const char *name, bool pause, gw_
         return -EBUSY;
     }
     json_t *extra = json_pack ("{s:s}", "reason", pause ? "idle-pause" : "request");
+    if (more)
+        json_object_update_missing (extra, (json_t *) more);
     gw_vmsave_req_t req = { .run_dir = gw_vmh_run_dir (self->vm), .disk_top = self->disk_top,
                             .cfg = &self->cfg, .live = !pause, .pid = gw_vmh_pid (self->vm),
                             .extra = extra };
@@ -236,17 +249,17 @@ s_save (s_self_t *self, const char *store_dir, const char *name, bool pause, gw_
 }
 
 int
-gw_microvm__snapshot (void *ctx, const char *store_dir, const char *name, gw_chunk_fn *done,
-                      void *arg, char *err, size_t errlen)
+gw_microvm__snapshot (void *ctx, const char *store_dir, const char *name, const json_t *extra,
+                      gw_chunk_fn *done, void *arg, char *err, size_t errlen)
 {
-    return s_save ((s_self_t *) ctx, store_dir, name, false, done, arg, err, errlen);
+    return s_save ((s_self_t *) ctx, store_dir, name, false, extra, done, arg, err, errlen);
 }
 
 int
 gw_microvm__pause (void *ctx, const char *store_dir, const char *name, gw_chunk_fn *done,
                    void *arg, char *err, size_t errlen)
 {
-    return s_save ((s_self_t *) ctx, store_dir, name, true, done, arg, err, errlen);
+    return s_save ((s_self_t *) ctx, store_dir, name, true, NULL, done, arg, err, errlen);
 }
 
 //  Hold the paused snapshot open (LOCK_SH), so a gc does not take it.
@@ -267,7 +280,7 @@ void
 gw_microvm__end (s_self_t *self)
 {
     gw_snapref_destroy (&self->paused_ref);
-    if (!self->paused [0])
+    if (!self->paused [0] || self->paused_unresumable)
         return;
     char err [400] = "";
     gw_snapstore_t *store = gw_snapstore_new (self->paused_store, err, sizeof err);

@@ -23,6 +23,7 @@ struct _gw_persist_t {
     char store [PATH_MAX];                      //  the snapshot store
     char pause_name [GW_SNAP_NAME_MAX + 1];
     char from [GW_SNAP_NAME_MAX + 1];           //  the snapshot to start from, "" none
+    char kernel_name [128];                     //  from the connection file, "" unknown
     bool microvm;
     gw_status_t *status;
     const char *state;                          //  as last written
@@ -128,7 +129,11 @@ gw_persist_new (gw_args_t *args, const gw_conn_t *conn, const char *conn_file, c
     if (s_identity (self, conn, conn_file, err, errlen) < 0
     ||  s_paths (self, args, err, errlen) < 0)
         goto fail;
-    if (from && from [0]) {
+    s_claim (self);                             //  a restart's /workspace wins over a snapshot
+    if (from && from [0] && self->adopt [0])
+        gw_log (GW_LOG_INFO, "session.restart_over_snapshot", "snapshot=%.80s reason=\"a "
+                "restart gives a fresh interpreter over the kept /workspace\"", from);
+    else if (from && from [0]) {
         if (!gw_snapstore_name_ok (from)) {
             snprintf (err, errlen, "snapshot name \"%.80s\" is not valid: use "
                       "[A-Za-z0-9_-]{1,64}", from);
@@ -138,17 +143,22 @@ gw_persist_new (gw_args_t *args, const gw_conn_t *conn, const char *conn_file, c
         if (s_check_from (self, args, err, errlen) < 0)
             goto fail;
     }
-    else
-        s_claim (self);
     char serr [300] = "";
-    self->status = gw_status_new (self->base, self->identity, backend, conn_file, NULL, serr,
-                                  sizeof serr);
+    json_t *conn_json = json_load_file (conn_file, 0, NULL);    //  jupyter_client's kernel_name
+    const char *kname = json_string_value (json_object_get (conn_json, "kernel_name"));
+    snprintf (self->kernel_name, sizeof self->kernel_name, "%s", kname ? kname : "");
+    self->status = gw_status_new (self->base, self->identity, backend, conn_file,
+                                  kname && kname [0] ? kname : NULL, serr, sizeof serr);
+    json_decref (conn_json);
     if (!self->status)
         gw_log (GW_LOG_WARN, "session.no_status_file", "reason=\"%s\"", serr);
     else if (self->from [0])
         gw_status_set (self->status, "from_snapshot", json_string (self->from));
     return self;
-fail:
+fail:;
+    char ignored [200];
+    if (self->adopt [0])                        //  not adopted: leave it for a next try
+        gw_keep_commit (self->base, self->identity, self->adopt, ignored, sizeof ignored);
     free (self);
     return NULL;
 }
@@ -190,6 +200,7 @@ gw_persist_session_opts (const gw_persist_t *self, const gw_args_t *args,
     opts->ttl = args->ttl;
     opts->snapshot_dir = self->store;
     opts->pause_name = self->pause_name;
+    opts->kernel_name = self->kernel_name [0] ? self->kernel_name : NULL;
 }
 
 void

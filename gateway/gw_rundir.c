@@ -148,6 +148,28 @@ gw_rundir_remove_tree (const char *path)
     return s_remove_at (AT_FDCWD, path, 0);
 }
 
+//  read/write from the start, for where copy_file_range will not go.
+static int
+s_copy_plain (int in, int out)
+{
+    static __thread char buf [1 << 16];
+    if (lseek (in, 0, SEEK_SET) < 0 || lseek (out, 0, SEEK_SET) < 0 || ftruncate (out, 0) < 0)
+        return -errno;
+    for (;;) {
+        ssize_t n = read (in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : 0;
+        for (ssize_t off = 0; off < n; ) {
+            ssize_t w = write (out, buf + off, (size_t) (n - off));
+            if (w < 0 && errno != EINTR)
+                return -errno;
+            off += w > 0 ? w : 0;
+        }
+    }
+}
+
 int
 gw_rundir_copy (const char *src, const char *dst, bool durable)
 {
@@ -161,6 +183,8 @@ gw_rundir_copy (const char *src, const char *dst, bool durable)
         while (rc == 0 && n > 0)
             if ((n = copy_file_range (in, NULL, out, NULL, 1 << 30, 0)) < 0)
                 rc = -errno;
+        if (rc == -EXDEV || rc == -EINVAL || rc == -EOPNOTSUPP)
+            rc = s_copy_plain (in, out);        //  across filesystems on newer kernels
     }
     if (in >= 0)
         close (in);

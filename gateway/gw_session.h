@@ -48,6 +48,7 @@ typedef struct {
     double ttl;                                 //  end the session S seconds after its start
     const char *snapshot_dir;                   //  the snapshot store
     const char *pause_name;                     //  the name an idle pause saves under
+    const char *kernel_name;                    //  the client's kernelspec name, NULL: unknown
 } gw_session_opts_t;
 
 //  New session over *backend_p (ownership moves in). opts may be NULL.

@@ -201,8 +201,12 @@ gw_session__snapshot_request (gw_session_t *self, ch_msg_t *msg, gw_frames_t **i
         *job = (s_snap_job_t) { .session = self, .ids = *ids_p, .header = json_incref (header) };
         *ids_p = NULL;
         self->snapshotting = true;
-        if (gw_backend_snapshot (self->backend, self->opts.snapshot_dir, name, s_snapped, job,
-                                 err, sizeof err) == 0) {
+        json_t *extra = json_pack ("{s:{s:i, s:s?}}", "source", "execution_count",
+                                   self->exec_count, "kernel_name", self->opts.kernel_name);
+        int rc = gw_backend_snapshot (self->backend, self->opts.snapshot_dir, name, extra,
+                                      s_snapped, job, err, sizeof err);
+        json_decref (extra);
+        if (rc == 0) {
             json_decref (header);
             return;
         }

@@ -15,6 +15,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,7 +81,12 @@ s_wait_state (gw_qmp_t *qmp, const char *want, int64_t deadline, char *err, size
         if (strstr (want, status))
             return 0;
         if (strcmp (status, "failed") == 0 || strcmp (status, "cancelled") == 0) {
-            snprintf (err, errlen, "QEMU's migration %s (a full disk?)", status);
+            json_t *ret = NULL;
+            char ignored [128];
+            gw_qmp_execute (qmp, "query-migrate", NULL, &ret, S_QMP_MS, ignored, sizeof ignored);
+            snprintf (err, errlen, "QEMU's save %s: %s", status, json_string_value (
+                      json_object_get (ret, "error-desc")) ?: "no reason given");
+            json_decref (ret);
             return -EIO;
         }
         struct timespec ts = { 0, 2 * 1000 * 1000 };
@@ -250,6 +256,20 @@ s_meta (const gw_vmsave_req_t *req, const char *staging, const char *qemu_versio
     return meta;
 }
 
+//  A save that failed on a nearly full store: say so first.
+static void
+s_explain_space (const char *staging, char *err, size_t errlen)
+{
+    struct statvfs fs;
+    if (statvfs (staging, &fs) < 0 || (uint64_t) fs.f_bavail * fs.f_frsize >= (64u << 20))
+        return;
+    char why [600];
+    snprintf (why, sizeof why, "%s", err);
+    snprintf (err, errlen, "the snapshot store has no space left (%llu MiB free; a snapshot "
+              "needs about the guest's used RAM plus its /workspace): %s",
+              (unsigned long long) ((uint64_t) fs.f_bavail * fs.f_frsize >> 20), why);
+}
+
 int
 gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave_req_t *req,
                     gw_vmsave_out_t *out, char *err, size_t errlen)
@@ -287,6 +307,7 @@ gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave_req
     return rc;
 fail:
     gw_qmp_destroy (&qmp);
+    s_explain_space (staging, err, errlen);
     gw_snapstore_abort (store, staging);
     return rc;
 }
