@@ -171,6 +171,25 @@ fuzz: $(FUZZ_TARGETS)
 	@set -e -o pipefail; for f in $^; do echo "== $$f for $(FUZZ_TIME)s"; mkdir -p build/fuzz/corpus-$$(basename $$f); \
 	  $$f -max_total_time=$(FUZZ_TIME) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus-$$(basename $$f) tests/fuzz/seeds/$$(basename $$f) 2>&1 | tail -n 3; done
 
+# cellvm-mcp (docs/mcp.md): an MCP server on stdio that drives cellvm-gateway processes as a
+# Jupyter client, with the gateway's own wire codec, signing and connection-file code.
+MC_GW_SRC := gateway/gw_wire.c gateway/gw_hmac.c gateway/gw_conn.c
+MC_SRC := $(filter-out mcp/mc_main.c,$(wildcard mcp/mc_*.c))
+MC_OBJ := $(MC_SRC:%.c=$(B)/obj/%.o) $(MC_GW_SRC:%.c=$(B)/obj/%.o) $(CH_OBJ)
+MC_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_mc_*.c))
+.PHONY: mcp
+all: $(B)/cellvm-mcp
+mcp: $(B)/cellvm-mcp
+unit: $(MC_TESTS)
+$(B)/cellvm-mcp: $(B)/obj/mcp/mc_main.o $(MC_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS) -ljansson -lcrypto
+$(B)/tests/test_mc_%: tests/unit/test_mc_%.c $(MC_OBJ) $(TU_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Imcp $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(GW_LIBS) -ljansson -lcrypto -lcmocka
+build/fuzz/fuzz_mc_%: tests/fuzz/fuzz_mc_%.c $(MC_SRC) $(MC_GW_SRC) $(CH_SRC) | $(DEPS_STAMP)
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) -Imcp -o $@ $^ $(GW_LIBS) -ljansson -lcrypto
+
 sizes:
 	$(PYTHON) scripts/sizes.py
 

@@ -13,10 +13,35 @@ PKGS=(
   # test and client tooling (run with /usr/bin/python3)
   python3-jupyter-client python3-ipykernel python3-nbclient python3-nbformat
   python3-jupyter-kernel-test python3-pytest python3-psutil
+  # make serve and its test (docs/remote.md): Jupyter Server, a WebSocket client
+  python3-jupyter-server python3-websocket
   # the microvm backend (guest-image/build.sh installs its own build tools)
   qemu-system-x86 qemu-utils
 )
 [ "${CELLVM_DEPS_EXTRA:-}" ] && PKGS+=(${CELLVM_DEPS_EXTRA})
+
+# The MCP acceptance test's client (tests/mcp, docs/mcp.md): @modelcontextprotocol/sdk from npm,
+# pinned by tests/mcp/package-lock.json. `npm ci` runs again only when the lockfile changed.
+mcp_node_deps() {
+  local dir stamp
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/mcp"
+  stamp="$dir/node_modules/.cellvm-package-lock.json"
+  [ -f "$dir/package-lock.json" ] || return 0
+  if cmp -s "$dir/package-lock.json" "$stamp"; then
+    echo "deps: tests/mcp node modules present"
+    return 0
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "deps: installing nodejs npm (tests/mcp)"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends nodejs npm
+  fi
+  echo "deps: npm ci in tests/mcp"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  cp "$dir/package-lock.json" "$stamp"
+}
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -24,6 +49,7 @@ for p in "${PKGS[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "deps: all ${#PKGS[@]} packages present"
+  mcp_node_deps
   exit 0
 fi
 echo "deps: installing ${missing[*]}"
@@ -32,3 +58,4 @@ SUDO=""
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+mcp_node_deps

@@ -1,0 +1,361 @@
+/*  mc_proc - the gateway processes: found through a kernelspec, started,
+    stopped, reaped. */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "mc_proc.h"
+
+struct _mc_spec_t {
+    char path [PATH_MAX];
+    json_t *argv;       //  array of strings, at least one
+    json_t *env;        //  object of strings, or NULL
+    json_t *meta;       //  metadata object, or NULL
+};
+
+//  dir/kernels/name/kernel.json into out when it exists.
+static bool
+s_try (const char *dir, const char *name, char *out, size_t cap)
+{
+    if (!dir || !*dir)
+        return false;
+    int n = snprintf (out, cap, "%s/kernels/%s/kernel.json", dir, name);
+    return n > 0 && (size_t) n < cap && access (out, R_OK) == 0;
+}
+
+//  Each directory of a colon-separated list.
+static bool
+s_try_list (const char *list, const char *name, char *out, size_t cap)
+{
+    char *copy = list ? strdup (list) : NULL, *save = NULL;
+    bool found = false;
+    for (char *d = copy ? strtok_r (copy, ":", &save) : NULL; d && !found;
+         d = strtok_r (NULL, ":", &save))
+        found = s_try (d, name, out, cap);
+    free (copy);
+    return found;
+}
+
+//  share/jupyter beside the binary: build/cellvm-mcp -> build/share/jupyter.
+static bool
+s_try_beside (const char *name, char *out, size_t cap)
+{
+    char exe [PATH_MAX], dir [PATH_MAX + 32];
+    ssize_t n = readlink ("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return false;
+    exe [n] = 0;
+    char *slash = strrchr (exe, '/');
+    if (!slash)
+        return false;
+    *slash = 0;
+    snprintf (dir, sizeof dir, "%s/share/jupyter", exe);
+    if (s_try (dir, name, out, cap))
+        return true;
+    snprintf (dir, sizeof dir, "%s/../share/jupyter", exe);
+    return s_try (dir, name, out, cap);
+}
+
+static bool
+s_find (const char *name, char *out, size_t cap)
+{
+    char user [PATH_MAX];
+    const char *xdg = getenv ("XDG_DATA_HOME"), *home = getenv ("HOME");
+    if (xdg && *xdg)
+        snprintf (user, sizeof user, "%s/jupyter", xdg);
+    else
+        snprintf (user, sizeof user, "%s/.local/share/jupyter", home ? home : "/nonexistent");
+    return s_try_list (getenv ("JUPYTER_PATH"), name, out, cap) || s_try (user, name, out, cap)
+        || s_try ("/usr/local/share/jupyter", name, out, cap)
+        || s_try ("/usr/share/jupyter", name, out, cap) || s_try_beside (name, out, cap);
+}
+
+static bool
+s_argv_ok (const json_t *argv)
+{
+    if (!json_is_array (argv) || json_array_size (argv) == 0)
+        return false;
+    size_t i;
+    json_t *a;
+    json_array_foreach (argv, i, a)
+        if (!json_is_string (a))
+            return false;
+    return true;
+}
+
+mc_spec_t *
+mc_spec_load (const char *name, char *err, size_t errlen)
+{
+    assert (name);
+    mc_spec_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    json_t *root = NULL;
+    if (strchr (name, '/'))
+        snprintf (self->path, sizeof self->path, "%s", name);
+    else if (!s_find (name, self->path, sizeof self->path)) {
+        snprintf (err, errlen, "kernelspec \"%s\" not found (looked in $JUPYTER_PATH, the user's "
+                  "and the system's Jupyter data directories, and share/jupyter beside "
+                  "cellvm-mcp); run `make` to write cellvm's kernelspecs, or set JUPYTER_PATH",
+                  name);
+        goto fail;
+    }
+    json_error_t jerr;
+    root = json_load_file (self->path, 0, &jerr);
+    self->argv = json_incref (json_object_get (root, "argv"));
+    self->env = json_incref (json_object_get (root, "env"));
+    self->meta = json_incref (json_object_get (root, "metadata"));
+    if (!s_argv_ok (self->argv)) {
+        snprintf (err, errlen, "kernelspec %s: %s", self->path,
+                  root ? "\"argv\" must be a non-empty array of strings" : jerr.text);
+        goto fail;
+    }
+    json_decref (root);
+    return self;
+fail:
+    json_decref (root);
+    mc_spec_destroy (&self);
+    return NULL;
+}
+
+void
+mc_spec_destroy (mc_spec_t **self_p)
+{
+    assert (self_p);
+    if (!*self_p)
+        return;
+    json_decref ((*self_p)->argv);
+    json_decref ((*self_p)->env);
+    json_decref ((*self_p)->meta);
+    free (*self_p);
+    *self_p = NULL;
+}
+
+const char *
+mc_spec_path (const mc_spec_t *self)
+{
+    assert (self);
+    return self->path;
+}
+
+bool
+mc_spec_unsafe (const mc_spec_t *self)
+{
+    assert (self);
+    const char *meta = json_string_value (json_object_get (self->meta, "cellvm_backend"));
+    if (meta && strcmp (meta, "unsafe-local") == 0)
+        return true;
+    size_t i;
+    json_t *a;
+    json_array_foreach (self->argv, i, a)
+        if (strcmp (json_string_value (a), "unsafe-local") == 0
+            || strcmp (json_string_value (a), "--backend=unsafe-local") == 0)
+            return true;
+    return false;
+}
+
+//  s with every "{connection_file}" replaced by conn; new.
+static char *
+s_subst (const char *s, const char *conn)
+{
+    const char *key = "{connection_file}";
+    size_t klen = strlen (key), n = 0;
+    char *out = malloc (strlen (s) * (strlen (conn) + 1) + 1);
+    if (!out)
+        abort ();
+    while (*s) {
+        if (strncmp (s, key, klen) == 0) {
+            n += (size_t) sprintf (out + n, "%s", conn);
+            s += klen;
+        }
+        else
+            out [n++] = *s++;
+    }
+    out [n] = 0;
+    return out;
+}
+
+//  argv [0] resolved through PATH when it has no slash; new.
+static char *
+s_resolve (const char *prog)
+{
+    if (strchr (prog, '/'))
+        return strdup (prog);
+    const char *path = getenv ("PATH");
+    char *copy = strdup (path ? path : "/usr/bin:/bin"), *save = NULL, buf [PATH_MAX];
+    char *found = NULL;
+    for (char *d = strtok_r (copy, ":", &save); d && !found; d = strtok_r (NULL, ":", &save)) {
+        snprintf (buf, sizeof buf, "%s/%s", d, prog);
+        if (access (buf, X_OK) == 0)
+            found = strdup (buf);
+    }
+    free (copy);
+    return found ? found : strdup (prog);
+}
+
+//  Our environment, with the spec's env and JPY_PARENT_PID set; new.
+static char **
+s_envp (const mc_spec_t *spec)
+{
+    extern char **environ;
+    size_t n = 0;
+    while (environ [n])
+        n++;
+    char **envp = calloc (n + json_object_size (spec->env) + 2, sizeof *envp);
+    size_t k = 0;
+    const char *key;
+    json_t *v;
+    for (size_t i = 0; i < n; i++) {
+        size_t klen = strcspn (environ [i], "=");
+        bool replaced = strncmp (environ [i], "JPY_PARENT_PID=", 15) == 0;
+        json_object_foreach (spec->env, key, v)
+            replaced = replaced || (strlen (key) == klen && strncmp (key, environ [i], klen) == 0);
+        if (!replaced)
+            envp [k++] = strdup (environ [i]);
+    }
+    json_object_foreach (spec->env, key, v)
+        if (json_is_string (v) && asprintf (&envp [k], "%s=%s", key, json_string_value (v)) > 0)
+            k++;
+    if (asprintf (&envp [k], "JPY_PARENT_PID=%d", (int) getpid ()) > 0)
+        k++;
+    return envp;
+}
+
+static void
+s_strv_free (char **v)
+{
+    for (size_t i = 0; v && v [i]; i++)
+        free (v [i]);
+    free (v);
+}
+
+//  After fork, in the child: only async-signal-safe calls.
+static void
+s_child (char **argv, char **envp, int logfd, int nullfd, int errfd)
+{
+    sigset_t none;
+    sigemptyset (&none);
+    sigprocmask (SIG_SETMASK, &none, NULL);
+    signal (SIGPIPE, SIG_DFL);
+    setsid ();
+    prctl (PR_SET_PDEATHSIG, SIGTERM);
+    dup2 (nullfd, 0);
+    dup2 (logfd, 1);
+    dup2 (logfd, 2);
+    dup2 (errfd, 3);
+    close_range (4, ~0U, 0);
+    fcntl (3, F_SETFD, FD_CLOEXEC);
+    execve (argv [0], argv, envp);
+    int e = errno;
+    if (write (3, &e, sizeof e) < 0)
+        _exit (127);
+    _exit (127);
+}
+
+//  Fork and exec; wait for the exec through the CLOEXEC pipe.
+static pid_t
+s_fork_exec (char **argv, char **envp, int logfd, int nullfd, char *err, size_t errlen)
+{
+    int pipefd [2];
+    if (pipe2 (pipefd, O_CLOEXEC) != 0)
+        return -errno;
+    pid_t pid = fork ();
+    if (pid == 0)
+        s_child (argv, envp, logfd, nullfd, pipefd [1]);
+    close (pipefd [1]);
+    int e = 0;
+    ssize_t n = pid > 0 ? read (pipefd [0], &e, sizeof e) : 0;
+    close (pipefd [0]);
+    if (pid < 0) {
+        snprintf (err, errlen, "cannot fork: %s", strerror (errno));
+        return -EAGAIN;
+    }
+    if (n == (ssize_t) sizeof e) {
+        waitpid (pid, NULL, 0);
+        snprintf (err, errlen, "cannot run %s: %s", argv [0], strerror (e));
+        return -e;
+    }
+    return pid;
+}
+
+pid_t
+mc_proc_spawn (const mc_spec_t *spec, const char *conn_path, const char *log_path,
+               char *err, size_t errlen)
+{
+    assert (spec && conn_path && log_path);
+    size_t argc = json_array_size (spec->argv);
+    char **argv = calloc (argc + 1, sizeof *argv), **envp = s_envp (spec);
+    for (size_t i = 0; i < argc; i++)
+        argv [i] = s_subst (json_string_value (json_array_get (spec->argv, i)), conn_path);
+    char *prog = s_resolve (argv [0]);
+    free (argv [0]);
+    argv [0] = prog;
+    int logfd = open (log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    int nullfd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
+    pid_t pid = -EIO;
+    if (logfd < 0 || nullfd < 0)
+        snprintf (err, errlen, "cannot open %s: %s", log_path, strerror (errno));
+    else
+        pid = s_fork_exec (argv, envp, logfd, nullfd, err, errlen);
+    if (logfd >= 0)
+        close (logfd);
+    if (nullfd >= 0)
+        close (nullfd);
+    s_strv_free (argv);
+    s_strv_free (envp);
+    return pid;
+}
+
+int
+mc_proc_reap (pid_t pid, int *status_p)
+{
+    int status = 0;
+    pid_t r = waitpid (pid, &status, WNOHANG);
+    if (r == 0)
+        return 0;
+    if (r < 0)
+        return -errno;
+    if (status_p)
+        *status_p = status;
+    return 1;
+}
+
+void
+mc_proc_describe (int status, char *out, size_t cap)
+{
+    if (WIFEXITED (status))
+        snprintf (out, cap, "exited with status %d", WEXITSTATUS (status));
+    else if (WIFSIGNALED (status))
+        snprintf (out, cap, "was killed by signal %d (SIG%s)", WTERMSIG (status),
+                  sigabbrev_np (WTERMSIG (status)) ? sigabbrev_np (WTERMSIG (status)) : "?");
+    else
+        snprintf (out, cap, "ended (wait status %d)", status);
+}
+
+void
+mc_proc_log_tail (const char *path, char *out, size_t cap)
+{
+    assert (out && cap > 0);
+    out [0] = 0;
+    int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return;
+    off_t end = lseek (fd, 0, SEEK_END);
+    off_t from = end > (off_t) cap - 1 ? end - (off_t) cap + 1 : 0;
+    ssize_t n = pread (fd, out, cap - 1, from);
+    close (fd);
+    out [n > 0 ? n : 0] = 0;
+    char *nl = from > 0 ? strchr (out, '\n') : NULL;
+    if (nl)
+        memmove (out, nl + 1, strlen (nl + 1) + 1);
+}
