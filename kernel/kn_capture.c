@@ -1,4 +1,4 @@
-/*  kn_capture - fd-level capture of stdout and stderr. */
+/*  kn_capture - stdout and stderr: buffered Python text, fd-level pipes. */
 #include "kn_capture.h"
 #include "ch_util.h"
 #include "kn_log.h"
@@ -9,33 +9,79 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#define S_PIPE_SIZE (1 << 20)       //  asked of each pipe: fewer wake-ups for fd writers
+#define S_READ_ROOM (256u << 10)    //  free queue space before each read of a pipe
+#define S_BULK (256u << 10)         //  read this much in one go: do not pause
+#define S_COALESCE_MS 2             //  after reading a pipe, let more small writes pile up
+#define S_STEP (6u << 20)           //  escaped bytes produced per step (bounds the headroom)
+#define S_KEEP_CAP (4u << 20)       //  buffers above this are freed once sent
+#define S_DEFAULT_TEXT (1u << 20)
+
+enum { S_PY = 0, S_FD = 1 };
+
+static const char *s_names [2] = { "stdout", "stderr" };
+
 typedef struct {
-    const char *name;
-    int target;             //  1 or 2
-    int saved;              //  the original fd, restored on destroy
-    int rfd;                //  read end of the pipe now at target
-    unsigned char *buf;     //  bytes read, not yet emitted
+    uint8_t stream, src;
+    size_t len;
+} s_run_t;
+
+//  Bytes in the order written, cut into runs of one stream and source.
+typedef struct {
+    unsigned char *buf;
     size_t len, cap;
-} s_stream_t;
+    s_run_t *runs;
+    size_t nruns, rcap;
+} s_queue_t;
+
+//  An incomplete UTF-8 sequence at the end of what a source sent so far.
+typedef struct {
+    unsigned char b [4];
+    size_t len;
+} s_hold_t;
 
 struct _kn_capture_t {
     kn_capture_emit_fn *emit;
     void *arg;
-    s_stream_t s [2];
-    int wake [2];           //  wakes the thread to stop
-    pthread_mutex_t lock;
+    int target [2];             //  the fds taken over
+    int saved [2];              //  their originals, put back on destroy
+    int rfd [2];                //  read ends of the pipes now at target
+    int wake [2];               //  wakes the thread: a deadline to keep, or stop
+    int window_ms;
+    size_t max_text;            //  the text cap for one large write (from the frame cap)
+    bool child;                 //  a fork's child: Python writes go to the fds
     pthread_t thread;
-    int stop;
-    int64_t first_ms;       //  when the oldest pending byte arrived, or 0
+    bool started;
+
+    pthread_mutex_t lock;       //  guards the queue and the fields up to send
+    s_queue_t q;                //  written, not yet taken for sending
+    int64_t first_ms;           //  when q's oldest byte came; 0: q is empty
+    bool fenced;                //  the next Python write opens a run of its own
+    bool idle;                  //  the thread waits without a deadline
+    bool stop;
+
+    pthread_mutex_t send;       //  one sender at a time; guards what follows
+    s_queue_t taken;            //  the queue being sent (then empty, for the next swap)
+    s_hold_t hold [2][2];       //  [stream][source]
+    char *out;                  //  the text being built
+    size_t out_len, out_cap;
+    int out_stream;
+    size_t cap;                 //  the cap in force: max_text, or the queue's
 };
 
+//  The process's capture, for the fork handler.
+static kn_capture_t *s_live;
+static pthread_once_t s_atfork_once = PTHREAD_ONCE_INIT;
 
-//  Length of the UTF-8 sequence led by c, or 0 if c cannot lead one.
+//  ---------------------------------------------------------------------------
+//  Text
+
 static size_t
 s_seq_len (unsigned char c)
 {
@@ -60,90 +106,424 @@ s_seq_ok (const unsigned char *in, size_t n)
     return 1;
 }
 
-size_t
-kn_utf8_sanitize (const unsigned char *in, size_t len, char *out, size_t *keep)
+//  True when none of the 8 bytes of w needs a second look: all are ASCII
+//  from 0x20 up, and none is '"' or '\\'. (Exact for "any byte", which is
+//  all this asks.)
+static inline int
+s_plain8 (uint64_t w)
 {
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t ctrl = (w - ones * 0x20) & ~w & highs;
+    uint64_t q = w ^ (ones * '"');
+    uint64_t b = w ^ (ones * '\\');
+    q = (q - ones) & ~q & highs;
+    b = (b - ones) & ~b & highs;
+    return !((w & highs) | ctrl | q | b);
+}
+
+size_t
+kn_json_escape (const unsigned char *in, size_t len, char *out, size_t room, size_t *used)
+{
+    static const char hex [] = "0123456789abcdef";
     size_t i = 0, o = 0;
-    *keep = 0;
     while (i < len) {
-        size_t n = s_seq_len (in [i]);
+        while (i + 8 <= len && o + 8 <= room) {
+            uint64_t w;
+            memcpy (&w, in + i, 8);
+            if (!s_plain8 (w))
+                break;
+            memcpy (out + o, &w, 8);
+            i += 8;
+            o += 8;
+        }
+        if (i >= len)
+            break;
+        unsigned char c = in [i];
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+            if (o + 1 > room)
+                break;
+            out [o++] = (char) c;
+            i++;
+            continue;
+        }
+        if (c < 0x80 && c != 0) {
+            char e [6] = { '\\', 0, '0', '0', hex [c >> 4], hex [c & 15] };
+            size_t n = 2;
+            switch (c) {
+                case '"':  e [1] = '"'; break;
+                case '\\': e [1] = '\\'; break;
+                case '\n': e [1] = 'n'; break;
+                case '\r': e [1] = 'r'; break;
+                case '\t': e [1] = 't'; break;
+                case '\b': e [1] = 'b'; break;
+                case '\f': e [1] = 'f'; break;
+                default:   e [1] = 'u'; n = 6;
+            }
+            if (o + n > room)
+                break;
+            memcpy (out + o, e, n);
+            o += n;
+            i++;
+            continue;
+        }
+        size_t n = s_seq_len (c);
         if (n > 1 && i + n > len) {
-            //  Possibly cut mid-character: hold back if what we have is a prefix.
+            //  Cut mid-character? Hold it back if what we have is a prefix.
             size_t have = len - i, j = 1;
             while (j < have && (in [i + j] & 0xc0) == 0x80)
                 j++;
-            if (j == have) {
-                *keep = have;
+            if (j == have)
                 break;
-            }
         }
-        if (n == 0 || i + n > len || !s_seq_ok (in + i, n) || in [i] == 0) {
-            memcpy (out + o, "\xef\xbf\xbd", 3);    //  U+FFFD; NUL too, for JSON
+        if (c == 0 || n == 0 || i + n > len || !s_seq_ok (in + i, n)) {
+            if (o + 3 > room)           //  U+FFFD; for NUL too (JSON peers refuse \u0000)
+                break;
+            memcpy (out + o, "\xef\xbf\xbd", 3);
             o += 3;
             i++;
             continue;
         }
+        if (o + n > room)
+            break;
         memcpy (out + o, in + i, n);
         o += n;
         i += n;
     }
+    *used = i;
     return o;
 }
 
-//  Emit one stream's pending bytes. Lock held.
+//  ---------------------------------------------------------------------------
+//  The queue
+
 static void
-s_emit (kn_capture_t *self, s_stream_t *st)
+s_grow (void **p, size_t *cap, size_t need, size_t unit, size_t first)
 {
-    if (st->len == 0)
+    if (need <= *cap)
         return;
-    char *text = malloc (st->len * 3 + 1);
-    if (!text)
+    size_t c = *cap ? *cap : first;
+    while (c < need)
+        c *= 2;
+    void *n = realloc (*p, c * unit);
+    if (!n)
         abort ();
-    size_t keep;
-    size_t n = kn_utf8_sanitize (st->buf, st->len, text, &keep);
-    if (n > 0)
-        self->emit (self->arg, st->name, text, n);
-    memmove (st->buf, st->buf + st->len - keep, keep);
-    st->len = keep;
-    free (text);
+    *p = n;
+    *cap = c;
 }
 
-//  Read what the pipe has without blocking. Lock held. Returns bytes read.
-static size_t
-s_drain (kn_capture_t *self, s_stream_t *st)
+//  Make the last run (stream, src).
+static void
+s_run_for (s_queue_t *q, int stream, int src)
 {
+    if (q->nruns) {
+        s_run_t *last = &q->runs [q->nruns - 1];
+        if (last->stream == stream && last->src == src)
+            return;
+    }
+    s_grow ((void **) &q->runs, &q->rcap, q->nruns + 1, sizeof (s_run_t), 16);
+    q->runs [q->nruns++] = (s_run_t) { (uint8_t) stream, (uint8_t) src, 0 };
+}
+
+static void
+s_queue_free (s_queue_t *q)
+{
+    free (q->buf);
+    free (q->runs);
+    memset (q, 0, sizeof *q);
+}
+
+//  Lock held: the queue has bytes; start the window if it just got them.
+static void
+s_arm (kn_capture_t *self, bool from_thread)
+{
+    if (self->first_ms)
+        return;
+    self->first_ms = ch_now_ms ();
+    if (self->idle && !from_thread) {
+        self->idle = false;
+        ssize_t w = write (self->wake [1], "w", 1);
+        (void) w;
+    }
+}
+
+//  Lock held: read what pipe i holds into the queue. Returns bytes read.
+static size_t
+s_read_pipe (kn_capture_t *self, int i, bool from_thread)
+{
+    s_queue_t *q = &self->q;
     size_t total = 0;
     while (1) {
-        if (st->cap - st->len < 4096) {
-            st->cap = st->cap ? st->cap * 2 : KN_CAPTURE_CHUNK;
-            st->buf = realloc (st->buf, st->cap);
-            if (!st->buf)
-                abort ();
-        }
-        ssize_t n = read (st->rfd, st->buf + st->len, st->cap - st->len);
+        s_grow ((void **) &q->buf, &q->cap, q->len + S_READ_ROOM, 1, 2 * S_READ_ROOM);
+        size_t room = q->cap - q->len;
+        ssize_t n = read (self->rfd [i], q->buf + q->len, room);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             break;
-        st->len += (size_t) n;
+        s_run_for (q, i, S_FD);
+        q->runs [q->nruns - 1].len += (size_t) n;
+        q->len += (size_t) n;
         total += (size_t) n;
-        if (st->len >= KN_CAPTURE_CHUNK)
-            s_emit (self, st);
+        if ((size_t) n < room)
+            break;              //  the pipe is empty now
     }
+    if (total)
+        s_arm (self, from_thread);
     return total;
+}
+
+//  Lock held: whatever the pipes hold goes into the queue now.
+static void
+s_drain (kn_capture_t *self)
+{
+    struct pollfd p [2] = { { self->rfd [0], POLLIN, 0 }, { self->rfd [1], POLLIN, 0 } };
+    if (poll (p, 2, 0) <= 0)
+        return;
+    for (int i = 0; i < 2; i++)
+        if (p [i].revents & POLLIN)
+            s_read_pipe (self, i, false);
+}
+
+//  ---------------------------------------------------------------------------
+//  Sending (the send lock held)
+
+static void
+s_out_flush (kn_capture_t *self)
+{
+    if (self->out_len == 0)
+        return;
+    self->emit (self->arg, s_names [self->out_stream], self->out, self->out_len);
+    self->out_len = 0;
+}
+
+//  Room for need more bytes in out, within this text's cap: sends the text
+//  first if it cannot hold them.
+static void
+s_out_room (kn_capture_t *self, size_t need)
+{
+    if (self->out_len + need > self->cap)
+        s_out_flush (self);
+    s_grow ((void **) &self->out, &self->out_cap, self->out_len + need, 1, 65536);
+}
+
+//  Escape data[0..len) of one source into texts; an incomplete tail is held.
+static void
+s_send_bytes (kn_capture_t *self, int stream, int src, const unsigned char *data, size_t len)
+{
+    s_hold_t *h = &self->hold [stream][src];
+    if (self->out_len && self->out_stream != stream)
+        s_out_flush (self);
+    self->out_stream = stream;
+    size_t used;
+    if (h->len && len) {
+        //  Finish the held character with the first bytes of this write.
+        unsigned char tmp [8];
+        size_t take = len < 4 ? len : 4, n = h->len + take;
+        memcpy (tmp, h->b, h->len);
+        memcpy (tmp + h->len, data, take);
+        s_out_room (self, 6 * n);
+        self->out_len += kn_json_escape (tmp, n, self->out + self->out_len, 6 * n, &used);
+        if (used < h->len) {    //  still incomplete (this write was that short)
+            memmove (h->b, tmp + used, n - used);
+            h->len = n - used;
+            return;
+        }
+        data += used - h->len;
+        len -= used - h->len;
+        h->len = 0;
+    }
+    while (len) {
+        if (self->out_len + 6 > self->cap)
+            s_out_flush (self);
+        size_t left = self->cap - self->out_len;
+        size_t room = left < S_STEP ? left : S_STEP;
+        s_out_room (self, room);
+        size_t n = kn_json_escape (data, len, self->out + self->out_len, room, &used);
+        self->out_len += n;
+        data += used;
+        len -= used;
+        if (len && room - n >= 6) {
+            //  Not for want of room: an incomplete character at the end.
+            assert (len < 4);
+            memcpy (h->b, data, len);
+            h->len = len;
+            return;
+        }
+        if (len && room == left)
+            s_out_flush (self);
+    }
+}
+
+//  Send a taken queue, then leave it empty.
+static void
+s_send_queue (kn_capture_t *self, s_queue_t *q)
+{
+    self->cap = self->max_text < KN_CAPTURE_QUEUE_TEXT ? self->max_text : KN_CAPTURE_QUEUE_TEXT;
+    size_t off = 0;
+    for (size_t r = 0; r < q->nruns; r++) {
+        s_send_bytes (self, q->runs [r].stream, q->runs [r].src, q->buf + off, q->runs [r].len);
+        off += q->runs [r].len;
+    }
+    q->len = q->nruns = 0;
+    if (q->cap > S_KEEP_CAP)
+        s_queue_free (q);
+}
+
+static void
+s_out_done (kn_capture_t *self)
+{
+    s_out_flush (self);
+    if (self->out_cap > S_KEEP_CAP) {
+        free (self->out);
+        self->out = NULL;
+        self->out_cap = 0;
+    }
+}
+
+//  Take everything written so far (the pipes too) and send it.
+static void
+s_take_and_send (kn_capture_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    s_drain (self);
+    s_queue_t t = self->q;
+    self->q = self->taken;      //  empty, with its room
+    self->taken = t;
+    self->first_ms = 0;
+    pthread_mutex_unlock (&self->lock);
+    s_send_queue (self, &self->taken);
+}
+
+//  ---------------------------------------------------------------------------
+//  The API
+
+//  A fork's child: the parent sends what it had queued; the child's own
+//  writes go straight to the fds (the pipes, which the parent reads).
+static void
+s_atfork_child (void)
+{
+    kn_capture_t *self = s_live;
+    if (!self)
+        return;
+    pthread_mutex_init (&self->lock, NULL);
+    pthread_mutex_init (&self->send, NULL);
+    memset (&self->q, 0, sizeof self->q);       //  not ours to send (or to free)
+    self->first_ms = 0;
+    self->child = true;
+}
+
+static void
+s_register_atfork (void)
+{
+    pthread_atfork (NULL, NULL, s_atfork_child);
+}
+
+static void
+s_write_fd (int fd, const unsigned char *data, size_t len)
+{
+    while (len) {
+        ssize_t n = write (fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        data += n;
+        len -= (size_t) n;
+    }
+}
+
+bool
+kn_capture_writev (kn_capture_t *self, int stream, const struct iovec *iov, int n)
+{
+    assert (self && (stream == KN_STDOUT || stream == KN_STDERR));
+    size_t len = 0;
+    for (int i = 0; i < n; i++)
+        len += iov [i].iov_len;
+    if (len == 0)
+        return false;
+    if (self->child) {
+        for (int i = 0; i < n; i++)
+            s_write_fd (self->target [stream], iov [i].iov_base, iov [i].iov_len);
+        return false;
+    }
+    pthread_mutex_lock (&self->lock);
+    s_queue_t *q = &self->q;
+    s_run_t *last = q->nruns ? &q->runs [q->nruns - 1] : NULL;
+    if (!last || last->src != S_PY || last->stream != stream || self->fenced) {
+        s_drain (self);         //  fd output already written goes first
+        self->fenced = false;
+        s_run_for (q, stream, S_PY);
+    }
+    s_grow ((void **) &q->buf, &q->cap, q->len + len, 1, 65536);
+    for (int i = 0; i < n; i++) {
+        memcpy (q->buf + q->len, iov [i].iov_base, iov [i].iov_len);
+        q->len += iov [i].iov_len;
+    }
+    q->runs [q->nruns - 1].len += len;
+    s_arm (self, false);
+    bool over = q->len >= KN_CAPTURE_PENDING_MAX;
+    pthread_mutex_unlock (&self->lock);
+    return over;
+}
+
+bool
+kn_capture_write (kn_capture_t *self, int stream, const void *data, size_t len)
+{
+    struct iovec v = { (void *) data, len };
+    return kn_capture_writev (self, stream, &v, 1);
+}
+
+void
+kn_capture_write_now (kn_capture_t *self, int stream, const void *data, size_t len)
+{
+    assert (self && (stream == KN_STDOUT || stream == KN_STDERR));
+    if (self->child) {
+        s_write_fd (self->target [stream], data, len);
+        return;
+    }
+    pthread_mutex_lock (&self->send);
+    s_take_and_send (self);
+    self->cap = self->max_text;
+    s_send_bytes (self, stream, S_PY, data, len);
+    s_out_done (self);
+    pthread_mutex_unlock (&self->send);
+}
+
+void
+kn_capture_fence (kn_capture_t *self)
+{
+    assert (self);
+    if (self->child)
+        return;
+    pthread_mutex_lock (&self->lock);
+    self->fenced = true;
+    pthread_mutex_unlock (&self->lock);
 }
 
 void
 kn_capture_flush (kn_capture_t *self)
 {
     assert (self);
-    pthread_mutex_lock (&self->lock);
-    for (int i = 0; i < 2; i++) {
-        s_drain (self, &self->s [i]);
-        s_emit (self, &self->s [i]);
-    }
-    self->first_ms = 0;
-    pthread_mutex_unlock (&self->lock);
+    if (self->child)
+        return;                 //  the pipes are the parent's to read
+    pthread_mutex_lock (&self->send);
+    s_take_and_send (self);
+    s_out_done (self);
+    pthread_mutex_unlock (&self->send);
+}
+
+int
+kn_capture_fd (const kn_capture_t *self, int stream)
+{
+    return self->target [stream];
+}
+
+void
+kn_capture_set_max_text (kn_capture_t *self, size_t max_text)
+{
+    pthread_mutex_lock (&self->send);
+    self->max_text = max_text < KN_CAPTURE_TEXT_MIN ? KN_CAPTURE_TEXT_MIN : max_text;
+    pthread_mutex_unlock (&self->send);
 }
 
 static void *
@@ -151,62 +531,95 @@ s_thread (void *arg)
 {
     kn_capture_t *self = arg;
     struct pollfd p [3] = {
-        { self->s [0].rfd, POLLIN, 0 }, { self->s [1].rfd, POLLIN, 0 },
+        { self->rfd [0], POLLIN, 0 }, { self->rfd [1], POLLIN, 0 },
         { self->wake [0], POLLIN, 0 }
     };
+    pthread_mutex_lock (&self->lock);
     while (!self->stop) {
         int timeout = -1;
         if (self->first_ms) {
-            int64_t left = self->first_ms + KN_CAPTURE_WINDOW_MS - ch_now_ms ();
+            int64_t left = self->first_ms + self->window_ms - ch_now_ms ();
             timeout = left > 0 ? (int) left : 0;
         }
-        if (poll (p, 3, timeout) < 0 && errno != EINTR)
-            break;
-        pthread_mutex_lock (&self->lock);
-        size_t got = s_drain (self, &self->s [0]) + s_drain (self, &self->s [1]);
-        if (got && !self->first_ms)
-            self->first_ms = ch_now_ms ();
-        if (self->first_ms && ch_now_ms () - self->first_ms >= KN_CAPTURE_WINDOW_MS) {
-            s_emit (self, &self->s [0]);
-            s_emit (self, &self->s [1]);
-            self->first_ms = 0;
-        }
+        self->idle = timeout < 0;
         pthread_mutex_unlock (&self->lock);
+        int rc = poll (p, 3, timeout);
+        if (rc > 0 && (p [2].revents & POLLIN)) {
+            char junk [64];
+            while (read (self->wake [0], junk, sizeof junk) > 0)
+                ;
+        }
+        pthread_mutex_lock (&self->lock);
+        self->idle = false;
+        size_t got = 0;
+        for (int i = 0; rc > 0 && i < 2; i++)
+            if (p [i].revents & POLLIN)
+                got += s_read_pipe (self, i, true);
+        int64_t now = ch_now_ms ();
+        bool due = self->first_ms && (now - self->first_ms >= self->window_ms
+                                      || self->q.len >= KN_CAPTURE_PENDING_MAX);
+        if (due && !self->stop) {
+            pthread_mutex_unlock (&self->lock);
+            kn_capture_flush (self);
+            pthread_mutex_lock (&self->lock);
+        }
+        else if (got && got < S_BULK && !self->stop) {
+            //  Small fd writes (a C loop, a chatty child): let them pile up
+            //  in the pipe rather than wake up for each one.
+            int64_t left = self->first_ms + self->window_ms - now;
+            int ms = left < S_COALESCE_MS ? (int) left : S_COALESCE_MS;
+            pthread_mutex_unlock (&self->lock);
+            if (ms > 0)
+                poll (NULL, 0, ms);
+            pthread_mutex_lock (&self->lock);
+        }
     }
+    pthread_mutex_unlock (&self->lock);
     return NULL;
 }
 
 //  Put a non-blocking pipe's write end at target; keep the old fd.
 static int
-s_take_fd (s_stream_t *st, const char *name, int target)
+s_take_fd (kn_capture_t *self, int i)
 {
     int p [2];
-    st->name = name;
-    st->target = target;
-    st->saved = fcntl (target, F_DUPFD_CLOEXEC, 3);
-    if (st->saved < 0 || pipe2 (p, O_CLOEXEC) < 0)
+    self->saved [i] = fcntl (self->target [i], F_DUPFD_CLOEXEC, 3);
+    if (self->saved [i] < 0 || pipe2 (p, O_CLOEXEC) < 0)
         return -errno;
     fcntl (p [0], F_SETFL, O_NONBLOCK);
-    if (dup2 (p [1], target) < 0)
-        return -errno;
+    fcntl (p [0], F_SETPIPE_SZ, S_PIPE_SIZE);      //  best effort
+    if (dup2 (p [1], self->target [i]) < 0) {
+        int e = errno;
+        close (p [0]);
+        close (p [1]);
+        return -e;
+    }
     close (p [1]);
-    st->rfd = p [0];
+    self->rfd [i] = p [0];
     return 0;
 }
 
 kn_capture_t *
-kn_capture_new (kn_capture_emit_fn *emit, void *arg)
+kn_capture_new (const kn_capture_config_t *config, kn_capture_emit_fn *emit, void *arg)
 {
+    assert (emit);
     kn_capture_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
     self->emit = emit;
     self->arg = arg;
-    self->s [0].rfd = self->s [1].rfd = self->wake [0] = self->wake [1] = -1;
+    self->target [0] = config ? config->fds [0] : 1;
+    self->target [1] = config ? config->fds [1] : 2;
+    self->window_ms = config && config->window_ms > 0 ? config->window_ms : KN_CAPTURE_WINDOW_MS;
+    self->max_text = config && config->max_text ? config->max_text : S_DEFAULT_TEXT;
+    if (self->max_text < KN_CAPTURE_TEXT_MIN)
+        self->max_text = KN_CAPTURE_TEXT_MIN;
+    self->saved [0] = self->saved [1] = self->rfd [0] = self->rfd [1] = -1;
+    self->wake [0] = self->wake [1] = -1;
     pthread_mutex_init (&self->lock, NULL);
-    if (s_take_fd (&self->s [0], "stdout", 1) < 0
-    ||  s_take_fd (&self->s [1], "stderr", 2) < 0
-    ||  pipe2 (self->wake, O_CLOEXEC) < 0)
+    pthread_mutex_init (&self->send, NULL);
+    if (s_take_fd (self, 0) < 0 || s_take_fd (self, 1) < 0
+    ||  pipe2 (self->wake, O_CLOEXEC | O_NONBLOCK) < 0)
         goto fail;
     //  Signals are for the main thread (interrupts): block them here.
     sigset_t all, old;
@@ -216,10 +629,13 @@ kn_capture_new (kn_capture_emit_fn *emit, void *arg)
     pthread_sigmask (SIG_SETMASK, &old, NULL);
     if (rc != 0)
         goto fail;
+    self->started = true;
+    s_live = self;
+    pthread_once (&s_atfork_once, s_register_atfork);
     return self;
 fail:
-    kn_log (KN_LOG_ERROR, "capture.fail", "reason=\"cannot capture fd 1/2: %s\"", strerror (errno));
-    self->thread = 0;
+    kn_log (KN_LOG_ERROR, "capture.fail", "reason=\"cannot capture fd %d/%d: %s\"",
+            self->target [0], self->target [1], strerror (errno));
     kn_capture_destroy (&self);
     return NULL;
 }
@@ -231,28 +647,34 @@ kn_capture_destroy (kn_capture_t **self_p)
     kn_capture_t *self = *self_p;
     if (!self)
         return;
-    if (self->thread) {
-        self->stop = 1;
+    if (self->started) {
+        pthread_mutex_lock (&self->lock);
+        self->stop = true;
+        pthread_mutex_unlock (&self->lock);
         ssize_t w = write (self->wake [1], "x", 1);
         (void) w;
         pthread_join (self->thread, NULL);
         kn_capture_flush (self);
     }
+    if (s_live == self)
+        s_live = NULL;
     for (int i = 0; i < 2; i++) {
-        s_stream_t *st = &self->s [i];
-        if (st->saved >= 0 && st->target) {
-            dup2 (st->saved, st->target);
-            close (st->saved);
+        if (self->saved [i] >= 0) {
+            dup2 (self->saved [i], self->target [i]);
+            close (self->saved [i]);
         }
-        if (st->rfd >= 0)
-            close (st->rfd);
-        free (st->buf);
+        if (self->rfd [i] >= 0)
+            close (self->rfd [i]);
     }
     if (self->wake [0] >= 0) {
         close (self->wake [0]);
         close (self->wake [1]);
     }
+    s_queue_free (&self->q);
+    s_queue_free (&self->taken);
+    free (self->out);
     pthread_mutex_destroy (&self->lock);
+    pthread_mutex_destroy (&self->send);
     free (self);
     *self_p = NULL;
 }

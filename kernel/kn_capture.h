@@ -1,37 +1,105 @@
-/*  kn_capture - fd-level capture of stdout and stderr.
+/*  kn_capture - the kernel's stdout and stderr: Python text buffered
+ *  in-process, fd-level output caught in pipes, both sent as few stream
+ *  texts, in order, within the streaming window.
  *
- *  Pipes replace fd 1 and 2, so output from Python, C extensions and child
- *  processes is all caught the same way. A thread reads the pipes and emits
- *  stream text within a short coalescing window; kn_capture_flush drains
- *  everything already written, so callers can order output before displays.
+ *  Two ways in:
+ *  - Python-level writes (sys.stdout / sys.stderr, through kn_py) are copied
+ *    into an in-process queue: no system call, no thread wake-up per write.
+ *  - Pipes replace fd 1 and 2, so C code and child processes are caught as
+ *    before; a thread reads them into the same queue.
+ *
+ *  The queue is a list of runs (stream, source, bytes) in the order they
+ *  were written, so stdout and stderr keep their interleaving. It is sent
+ *  (the emit callback: JSON-escaped text, escaped once, in the fewest
+ *  messages the text cap allows) when the oldest byte in it is
+ *  window_ms old, when it grows over KN_CAPTURE_PENDING_MAX, and on
+ *  kn_capture_flush (flush(), input(), a display, an error, the end of a
+ *  cell), which first drains the pipes so everything written before it goes
+ *  out before it returns.
+ *
+ *  Python text versus fd-level output: before a write opens a new Python
+ *  run, the pipes are drained (one poll), so fd output already written comes
+ *  first. A Python run stays open across writes (that is what makes writes
+ *  cheap); kn_capture_fence closes it (after a child process is reaped, or
+ *  when fileno() is given out), so the next Python text goes after whatever
+ *  the pipes hold by then.
+ *
+ *  After fork() the child's Python writes go straight to the fds (the
+ *  pipes), where the parent's thread catches them.
  */
 #ifndef KN_CAPTURE_H
 #define KN_CAPTURE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/uio.h>
 
-#define KN_CAPTURE_WINDOW_MS 10     //  coalescing window; well inside 50 ms
-#define KN_CAPTURE_CHUNK 65536      //  emit at least this often when busy
+#define KN_CAPTURE_WINDOW_MS 40             //  oldest byte -> sent; inside the 50 ms promise
+#define KN_CAPTURE_PENDING_MAX (16u << 20)  //  queued this much: send now
+#define KN_CAPTURE_DIRECT (1u << 20)        //  one write this large is sent as it is, uncopied
+#define KN_CAPTURE_QUEUE_TEXT (256u << 10)  //  the cap on a text of queued output
+#define KN_CAPTURE_TEXT_MIN 256             //  the smallest text cap accepted
+
+enum { KN_STDOUT = 0, KN_STDERR = 1 };
 
 typedef struct _kn_capture_t kn_capture_t;
 
-//  Receives valid UTF-8 text for "stdout" or "stderr". Called with the
-//  capture lock held, from the capture thread or a flushing thread.
+//  Receives one stream text: name is "stdout" or "stderr"; text[0..len) is
+//  the inside of a JSON string (escaped, valid UTF-8, no quotes), at most
+//  the text cap. Called in order, one call at a time, from the capture
+//  thread or from a thread that flushes.
 typedef void (kn_capture_emit_fn) (void *arg, const char *name, const char *text, size_t len);
 
-//  Take over fd 1 and 2 and start the reader thread. NULL on failure.
-kn_capture_t *kn_capture_new (kn_capture_emit_fn *emit, void *arg);
+typedef struct {
+    int fds [2];                //  descriptors taken over: stdout's, stderr's (1 and 2)
+    int window_ms;              //  0: KN_CAPTURE_WINDOW_MS
+    size_t max_text;            //  escaped bytes per text; 0: 1 MiB
+} kn_capture_config_t;
 
-//  Emit everything written so far. Safe from any thread.
+//  Take over the fds and start the reader thread. config NULL: fds 1 and 2,
+//  the default window and cap. NULL on failure. One per process.
+kn_capture_t *kn_capture_new (const kn_capture_config_t *config, kn_capture_emit_fn *emit,
+                              void *arg);
+
+//  The text cap (escaped bytes per stream text), from the frame cap.
+void kn_capture_set_max_text (kn_capture_t *self, size_t max_text);
+
+//  A Python-level write of len bytes (UTF-8; bytes from a binary write may
+//  be anything: they are made valid on the way out). Never waits on the
+//  channel. True when the queue is over KN_CAPTURE_PENDING_MAX: the caller
+//  should kn_capture_flush (without holding locks others need, i.e. the GIL).
+bool kn_capture_write (kn_capture_t *self, int stream, const void *data, size_t len);
+
+//  The same for pieces written as one (no other text lands between them).
+bool kn_capture_writev (kn_capture_t *self, int stream, const struct iovec *iov, int n);
+
+//  Send everything queued, then data as a text of its own (not copied into
+//  the queue): for large writes. Waits for the channel.
+void kn_capture_write_now (kn_capture_t *self, int stream, const void *data, size_t len);
+
+//  fd-level output may have been written up to here: the next Python write
+//  looks at the pipes first. No system call.
+void kn_capture_fence (kn_capture_t *self);
+
+//  Send everything written so far (Python text, and what the pipes hold).
+//  Safe from any thread; returns once it is on the channel.
 void kn_capture_flush (kn_capture_t *self);
+
+//  The fd a stream was taken over at (1 or 2 by default).
+int kn_capture_fd (const kn_capture_t *self, int stream);
 
 //  Stop the thread, flush, and put the original fds back.
 void kn_capture_destroy (kn_capture_t **self_p);
 
-//  Make text valid UTF-8 in place: invalid bytes become U+FFFD. in[0..len)
-//  is converted into out (capacity 3*len). A trailing incomplete sequence
-//  is not emitted: *keep is set to its length so the caller holds it back.
-//  Returns bytes written to out. Pure, for tests.
-size_t kn_utf8_sanitize (const unsigned char *in, size_t len, char *out, size_t *keep);
+//  --- Text helpers (pure, for tests) ---------------------------------------
+
+//  Escape in[0..len) as the inside of a JSON string into out (room bytes),
+//  making it valid UTF-8 on the way: an invalid byte, and NUL, becomes
+//  U+FFFD. Stops at the end, before a character whose escape does not fit
+//  in room, or before a trailing incomplete UTF-8 sequence (which the caller
+//  holds back for the next bytes). *used gets the input consumed. Returns
+//  the bytes written. Never writes more than 6 bytes per input byte.
+size_t kn_json_escape (const unsigned char *in, size_t len, char *out, size_t room,
+                       size_t *used);
 
 #endif

@@ -93,13 +93,16 @@ int
 kn_chan_send (kn_chan_t *self, ch_msg_t **msg_p)
 {
     assert (self && msg_p && *msg_p);
+    //  A cell that called fork(): the child must never write into the stream
+    //  its parent is writing, or frames interleave. Checked before the lock,
+    //  which a thread of the parent may have held when the child was made.
+    if (getpid () != self->owner) {
+        ch_msg_destroy (msg_p);
+        return -EPIPE;
+    }
     int rc = 0;
     pthread_mutex_lock (&self->wlock);
     if (self->wdead)
-        rc = -EPIPE;
-    //  A cell that called fork(): the child must never write into the stream
-    //  its parent is writing, or frames interleave.
-    if (rc == 0 && getpid () != self->owner)
         rc = -EPIPE;
     //  On a port a hello follows a sync marker, so the host can find it even
     //  after a predecessor died mid-frame (docs/channel.md).
@@ -114,6 +117,36 @@ kn_chan_send (kn_chan_t *self, ch_msg_t **msg_p)
         kn_log (KN_LOG_WARN, "chan.drop", "msg_type=%s reason=\"a frame is over the "
                 "%u-byte limit\"", ch_msg_type (*msg_p), self->max_frame);
     ch_msg_destroy (msg_p);
+    return rc;
+}
+
+int
+kn_chan_send_json (kn_chan_t *self, const char *msg_type, const struct iovec *iov, int n)
+{
+    assert (self && iov && n > 0 && n < 16);
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += iov [i].iov_len;
+    uint8_t hdr [CH_FRAME_HDR];
+    if (ch_frame_encode_header (hdr, total, self->max_frame) < 0) {
+        kn_log (KN_LOG_WARN, "chan.drop", "msg_type=%s bytes=%zu reason=\"a frame is over the "
+                "%u-byte limit\"", msg_type, total, self->max_frame);
+        return -EMSGSIZE;
+    }
+    struct iovec v [17];
+    v [0] = (struct iovec) { hdr, CH_FRAME_HDR };
+    memcpy (v + 1, iov, (size_t) n * sizeof *iov);
+    if (getpid () != self->owner)
+        return -EPIPE;              //  a cell's fork (see kn_chan_send)
+    int rc = 0;
+    pthread_mutex_lock (&self->wlock);
+    if (self->wdead)
+        rc = -EPIPE;
+    if (rc == 0)
+        rc = ch_write_all (self->fd, v, n + 1, -1);
+    if (rc == -EPIPE)
+        self->wdead = 1;
+    pthread_mutex_unlock (&self->wlock);
     return rc;
 }
 

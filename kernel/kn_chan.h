@@ -8,6 +8,8 @@
 
 #include "ch_msg.h"
 
+#include <sys/uio.h>
+
 typedef struct _kn_chan_t kn_chan_t;
 
 //  Wrap fd (used both ways). Does not take ownership of fd.
@@ -17,6 +19,12 @@ void kn_chan_destroy (kn_chan_t **self_p);
 //  Send the message and its buffers. Takes *msg_p. 0, or -EPIPE once the peer
 //  is gone, or -EMSGSIZE (message dropped, logged) when a frame is too big.
 int kn_chan_send (kn_chan_t *self, ch_msg_t **msg_p);
+
+//  Send one message the caller encoded itself: its JSON frame is the
+//  concatenation of iov[0..n) (no buffers). For the kernel's own hot paths
+//  (stream text escaped once, content JSON from Python spliced in as it is).
+//  0, -EPIPE, or -EMSGSIZE (nothing sent, logged) when over max_frame.
+int kn_chan_send_json (kn_chan_t *self, const char *msg_type, const struct iovec *iov, int n);
 
 //  Receive one complete message (with its buffers). Returns 0; -EPIPE on end
 //  of stream; -EPROTO on a broken frame length (fatal: the stream cannot be

@@ -39,6 +39,7 @@ struct _kn_kernel_t {
     s_item_t *head, *tail;          //  shell requests waiting to run
     int closed;                     //  the channel is gone
     json_t *parent;                 //  header of the shell request running
+    char *parent_json;              //  ... as compact JSON, for spliced messages ("{}": none)
     bool silent;                    //  that request is silent
     bool executing;                 //  an interrupt may be delivered
     bool ipython;                   //  for hello: IPython backs the shell
@@ -96,6 +97,7 @@ kn_kernel_destroy (kn_kernel_t **self_p)
     kn_outfiles_destroy (&self->outfiles);
     json_decref (self->info);
     json_decref (self->parent);
+    free (self->parent_json);
     free (self->outdir);
     free (self->input_value);
     pthread_mutex_destroy (&self->lock);
@@ -187,13 +189,108 @@ kn_kernel_publish (kn_kernel_t *self, const char *msg_type, json_t **content_p)
         kn_chan_send (self->chan, &msg);
 }
 
+//  Send an iopub message whose JSON we put together ourselves: the header,
+//  parent (compact JSON) and content pieces are spliced, nothing is parsed or
+//  escaped again. msg_type must need no escaping.
+static void
+s_send_spliced (kn_kernel_t *self, const char *msg_type, const char *parent,
+                const struct iovec *content, int ncontent)
+{
+    char id [37], date [32], head [400];
+    ch_uuid4 (id);
+    ch_utc_now (date);
+    int hn = snprintf (head, sizeof head, "{\"channel\":\"iopub\",\"header\":{\"msg_id\":\"%s\","
+                       "\"session\":\"%s\",\"username\":\"cellvm\",\"date\":\"%s\","
+                       "\"msg_type\":\"%s\",\"version\":\"" CH_PROTOCOL_VERSION "\"},"
+                       "\"parent_header\":", id, self->session, date, msg_type);
+    static const char mid [] = ",\"metadata\":{},\"content\":";
+    static const char tail [] = ",\"buffers\":0}";
+    struct iovec iov [12];
+    int n = 0;
+    iov [n++] = (struct iovec) { head, (size_t) hn };
+    iov [n++] = (struct iovec) { (void *) parent, strlen (parent) };
+    iov [n++] = (struct iovec) { (void *) mid, sizeof mid - 1 };
+    for (int i = 0; i < ncontent && n < 11; i++)
+        iov [n++] = content [i];
+    iov [n++] = (struct iovec) { (void *) tail, sizeof tail - 1 };
+    kn_chan_send_json (self->chan, msg_type, iov, n);
+}
+
+//  The running request's parent as JSON (caller frees), or NULL when it is
+//  silent: it publishes nothing.
+static char *
+s_parent_json (kn_kernel_t *self)
+{
+    if (getpid () != self->pid)
+        return NULL;            //  a cell's fork publishes nothing (and must not lock)
+    pthread_mutex_lock (&self->lock);
+    char *p = self->silent ? NULL : strdup (self->parent_json ? self->parent_json : "{}");
+    pthread_mutex_unlock (&self->lock);
+    return p;
+}
+
 void
 kn_kernel_stream (void *arg, const char *name, const char *text, size_t len)
 {
     kn_kernel_t *self = arg;
-    json_t *c = json_pack ("{s:s, s:s%}", "name", name, "text", text, len);
-    if (c)
-        kn_kernel_publish (self, "stream", &c);
+    char *parent = s_parent_json (self);
+    if (!parent)
+        return;
+    bool err = strcmp (name, "stderr") == 0;
+    static const char out [] = "{\"name\":\"stdout\",\"text\":\"";
+    static const char errs [] = "{\"name\":\"stderr\",\"text\":\"";
+    struct iovec c [3] = {
+        { (void *) (err ? errs : out), sizeof out - 1 },
+        { (void *) text, len },
+        { (void *) "\"}", 2 },
+    };
+    s_send_spliced (self, "stream", parent, c, 3);
+    free (parent);
+}
+
+//  A msg_type that goes into JSON as it is: [a-z_], as every Jupyter one.
+static bool
+s_plain_type (const char *t)
+{
+    if (!*t || strlen (t) > 64)
+        return false;
+    for (; *t; t++)
+        if (!((*t >= 'a' && *t <= 'z') || *t == '_'))
+            return false;
+    return true;
+}
+
+int
+kn_kernel_publish_json (kn_kernel_t *self, const char *msg_type, const char *content,
+                        size_t len)
+{
+    assert (self && msg_type && content);
+    //  Only an object: the first and last non-blank bytes are braces.
+    size_t a = 0, b = len;
+    while (a < b && strchr (" \t\r\n", content [a]))
+        a++;
+    while (b > a && strchr (" \t\r\n", content [b - 1]))
+        b--;
+    if (b - a < 2 || content [a] != '{' || content [b - 1] != '}')
+        return -EINVAL;
+    if (!s_plain_type (msg_type)) {
+        json_t *c = json_loadb (content, len, 0, NULL);
+        if (!json_is_object (c)) {
+            json_decref (c);
+            return -EINVAL;
+        }
+        kn_kernel_publish (self, msg_type, &c);
+        return 0;
+    }
+    if (strcmp (msg_type, "stream") != 0)
+        kn_kernel_flush (self);     //  output first, then what follows it
+    char *parent = s_parent_json (self);
+    if (!parent)
+        return 0;
+    struct iovec c = { (void *) (content + a), b - a };
+    s_send_spliced (self, msg_type, parent, &c, 1);
+    free (parent);
+    return 0;
 }
 
 //  ---------------------------------------------------------------------------
@@ -500,6 +597,8 @@ s_set_current (kn_kernel_t *self, const ch_msg_t *msg, bool silent, bool executi
     pthread_mutex_lock (&self->lock);
     json_decref (self->parent);
     self->parent = msg ? json_incref (ch_msg_header (msg)) : NULL;
+    free (self->parent_json);
+    self->parent_json = self->parent ? json_dumps (self->parent, JSON_COMPACT) : NULL;
     self->silent = silent;
     self->executing = executing;
     pthread_mutex_unlock (&self->lock);

@@ -50,7 +50,14 @@ int kn_kernel_run (kn_kernel_t *self);
 //  publish nothing.
 void kn_kernel_publish (kn_kernel_t *self, const char *msg_type, json_t **content_p);
 
-//  Stream text to iopub (the capture's emit callback).
+//  Publish with content given as JSON text (an object), spliced into the
+//  message as it is: never parsed, never escaped again. Flushes first like
+//  kn_kernel_publish. 0, or -EINVAL when content is not an object.
+int kn_kernel_publish_json (kn_kernel_t *self, const char *msg_type, const char *content,
+                            size_t len);
+
+//  Stream text to iopub (the capture's emit callback): text[0..len) is
+//  already JSON-escaped (the inside of a JSON string) and goes out as it is.
 void kn_kernel_stream (void *self, const char *name, const char *text, size_t len);
 
 //  Emit captured output now (set by main once capture is up).

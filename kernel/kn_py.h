@@ -8,15 +8,18 @@
 #ifndef KN_PY_H
 #define KN_PY_H
 
+#include "kn_capture.h"
 #include "kn_kernel.h"
 
 #include <stddef.h>
 
 typedef struct _kn_py_t kn_py_t;
 
-//  Start Python on the calling (main) thread. kernel is borrowed. NULL on
-//  failure, with the reason in err.
-kn_py_t *kn_py_new (kn_kernel_t *kernel, char *err, size_t errlen);
+//  Start Python on the calling (main) thread. kernel and capture are
+//  borrowed; with a capture, sys.stdout and sys.stderr write into it (text
+//  buffered in-process, see kn_capture.h). NULL on failure, with the reason
+//  in err.
+kn_py_t *kn_py_new (kn_kernel_t *kernel, kn_capture_t *capture, char *err, size_t errlen);
 void kn_py_destroy (kn_py_t **self_p);
 
 //  Fill in the seam for kn_kernel_set_interp.

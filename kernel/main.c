@@ -127,9 +127,14 @@ main (int argc, char **argv)
     kn_chan_set_device_mode (chan, a.device != NULL);
     kn_kernel_config_t cfg = { a.outdir, KN_VERSION };
     kn_kernel_t *kernel = kn_kernel_new (chan, &cfg);
-    kn_capture_t *capture = kernel ? kn_capture_new (kn_kernel_stream, kernel) : NULL;
+    kn_capture_t *capture = kernel ? kn_capture_new (NULL, kn_kernel_stream, kernel) : NULL;
+    //  A stream text and its envelope (header, the client's parent header)
+    //  fit in one frame: large output travels in as few frames as it can.
+    if (capture)
+        kn_capture_set_max_text (capture, a.max_frame > (2u << 20) ? a.max_frame - (1u << 20)
+                                                                   : a.max_frame / 2);
     char err [512] = "";
-    kn_py_t *py = capture ? kn_py_new (kernel, err, sizeof err) : NULL;
+    kn_py_t *py = capture ? kn_py_new (kernel, capture, err, sizeof err) : NULL;
     int status = 1;
     if (!py) {
         kn_log (KN_LOG_ERROR, "kernel.start", "reason=\"%s\"", err[0] ? err : "see above");

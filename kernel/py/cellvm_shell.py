@@ -59,6 +59,38 @@ def _flush_std():
 
 
 # ----------------------------------------------------------------------------
+#  Output: sys.stdout/sys.stderr are _cellvm.OutStream (C, kn_py): text is
+#  queued in-process and sent within 50 ms, or at once on flush(). A child
+#  process writes to fd 1/2 (pipes the C core reads). Once a child has been
+#  reaped its output is all in those pipes: a fence makes the next print look
+#  there first, so `os.system("echo b"); print("c")` gives b, then c.
+
+def _install_output():
+    import functools
+    import io
+    if isinstance(sys.stdout, _cellvm.OutStream):
+        io.TextIOBase.register(_cellvm.OutStream)
+        io.BufferedIOBase.register(_cellvm.OutBuffer)
+
+    def fenced(fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _cellvm.fence()
+        return call
+
+    for name in ("system", "wait", "waitpid", "wait3", "wait4", "waitid"):
+        fn = getattr(os, name, None)
+        if fn is not None and not hasattr(fn, "__wrapped__"):
+            setattr(os, name, fenced(fn))
+
+
+_install_output()
+
+
+# ----------------------------------------------------------------------------
 #  stdin: input() and getpass() become input_request on the stdin channel.
 
 class StdinNotImplementedError(RuntimeError):
