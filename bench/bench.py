@@ -33,7 +33,10 @@ hand-out, PSS per idle session), BENCH_FIRST_USE=0 to skip the fresh-session
 cases, BENCH_SESSIONS=0 to skip the sessions section (restarts, kernel
 deaths, snapshots, resumes, forks, idle pause: sessions_bench.py, beside this
 file), BENCH_ONLY=sessions to run that section alone (as
-`bench/sessions_bench.py` does).
+`bench/sessions_bench.py` does), BENCH_MCP=0 to skip the MCP section (the
+cellvm-mcp run_python round trip of a trivial cell against the same cell
+through jupyter_client, side by side: mcp_bench.py), BENCH_ONLY=mcp to run
+that section alone (as `bench/mcp_bench.py` does).
 
 The start-path section derives three kernelspecs from the `cellvm` one
 (same gateway and image): `--no-templates` (cold boot), the default
@@ -521,6 +524,7 @@ def main():
     prev = previous_run(history, QUICK, "results")
     prev_snap = previous_run(history, QUICK, "start_paths")
     prev_sess = previous_run(history, QUICK, "sessions")
+    prev_mcp = previous_run(history, QUICK, "mcp")
     meta = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": git_commit(),
             "host": socket.gethostname(), "host_cpus": os.cpu_count(),
             "loadavg_at_start": os.getloadavg(), "quick": QUICK, "kernels": kernels,
@@ -528,12 +532,15 @@ def main():
             "print_lines": PRINT_LINES, "lines_MB": LINES_MB, "one_write_MB": BIG_WRITE_MB,
             "first_use_timeout_s": FIRST_USE_TIMEOUT, "output_timeout_s": OUTPUT_TIMEOUT,
             "store_history": True}
-    snap = sess = None
+    snap = sess = mcp = None
     if "cellvm" in kernels and os.environ.get("BENCH_SNAPSHOTS", "1") != "0" and not only:
         snap = bench_start_paths()
     if os.environ.get("BENCH_SESSIONS", "1") != "0" and only in (None, "sessions"):
         import sessions_bench
         sess = sessions_bench.bench_sessions(kernels, cellvm_template)
+    if os.environ.get("BENCH_MCP", "1") != "0" and only in (None, "mcp"):
+        import mcp_bench
+        mcp = mcp_bench.bench_mcp(kernels, cellvm_template)
     rows = []
     for k in (kernels if not only else []):
         print(f"bench: {k} ...", file=sys.stderr, flush=True)
@@ -543,7 +550,8 @@ def main():
     shown = set()
     for what, p in (("main table", prev if rows else None),
                     ("start paths", prev_snap if snap else None),
-                    ("sessions", prev_sess if sess else None)):
+                    ("sessions", prev_sess if sess else None),
+                    ("mcp", prev_mcp if mcp else None)):
         if p is None or id(p) in shown:
             continue
         shown.add(id(p))
@@ -562,15 +570,18 @@ def main():
     if sess:
         import sessions_bench
         sessions_bench.print_sessions(sess, (prev_sess or {}).get("sessions"))
+    if mcp:
+        import mcp_bench
+        mcp_bench.print_mcp(mcp, (prev_mcp or {}).get("mcp"))
     if rows:
         print_table(rows, (prev or {}).get("results"))
-    result = {"meta": meta, "results": rows, "start_paths": snap, "sessions": sess}
+    result = {"meta": meta, "results": rows, "start_paths": snap, "sessions": sess, "mcp": mcp}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     with open(history, "a") as f:
         f.write(json.dumps(result) + "\n")
     print(f"results: {out} (and a line in {history.name})")
-    failed = [f"{r['kernel']}: {k}: {v}" for r in rows + ([sess] if sess else [])
+    failed = [f"{r['kernel']}: {k}: {v}" for r in rows + [x for x in (sess, mcp) if x]
               for k, v in r["failures"].items() if v.startswith("FAIL")]
     if failed:
         print("bench: FAILED:\n  " + "\n  ".join(failed), file=sys.stderr)

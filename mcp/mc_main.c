@@ -130,8 +130,11 @@ s_run (app_t *app)
         mc_server_on_poll (app->server, items + 2, n - 2, now);
         if (items [1].revents & ZMQ_POLLIN)
             s_on_signal (app);
-        if (items [0].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
+        if (items [0].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) {
             s_read_stdin (app, buf);
+            //  Start what was just asked for now, not at the next tick (50 ms).
+            mc_server_on_poll (app->server, NULL, 0, ch_now_ms ());
+        }
     }
     free (items);
     free (buf);
