@@ -1,6 +1,8 @@
 /*  ch_util - small helpers the kernel, the gateway and init all need. */
 #include "ch_util.h"
 
+#include <assert.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -93,4 +95,23 @@ ch_mkdir_p (const char *path, mode_t mode)
     if (mkdir (tmp, mode) < 0 && errno != EEXIST)
         return -errno;
     return 0;
+}
+
+ssize_t
+ch_read_small (const char *path, char *buf, size_t cap)
+{
+    assert (path && buf && cap);
+    int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -errno;
+    ssize_t n;
+    do
+        n = read (fd, buf, cap - 1);
+    while (n < 0 && errno == EINTR);
+    int e = errno;
+    close (fd);
+    if (n < 0)
+        return -e;
+    buf [n] = 0;
+    return n;
 }

@@ -27,4 +27,8 @@ int64_t ch_now_ms (void);
 //  left as they are. 0 or -errno.
 int ch_mkdir_p (const char *path, mode_t mode);
 
+//  Read a small file (not through a symlink) into buf, NUL-terminated.
+//  Bytes read, or -errno.
+ssize_t ch_read_small (const char *path, char *buf, size_t cap);
+
 #endif

@@ -5,6 +5,7 @@
     directory alive forever.
 */
 #include "gw_rundir.h"
+#include "ch_util.h"
 #include "gw_log.h"
 
 #include <assert.h>
@@ -43,25 +44,6 @@ gw_rundir_default_base (char *out, size_t cap)
     return n < 0 || (size_t) n >= cap ? -ENAMETOOLONG : 0;
 }
 
-//  Read a small file into buf (NUL-terminated). Bytes read, or -errno.
-static ssize_t
-s_read_small (const char *path, char *buf, size_t cap)
-{
-    int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return -errno;
-    ssize_t n;
-    do
-        n = read (fd, buf, cap - 1);
-    while (n < 0 && errno == EINTR);
-    int e = errno;
-    close (fd);
-    if (n < 0)
-        return -e;
-    buf [n] = 0;
-    return n;
-}
-
 int
 gw_rundir_parse_starttime (const char *stat_text, unsigned long long *start_p)
 {
@@ -94,7 +76,7 @@ s_proc_starttime (pid_t pid, unsigned long long *start_p)
 {
     char path [64], text [1024];
     snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
-    ssize_t n = s_read_small (path, text, sizeof text);
+    ssize_t n = ch_read_small (path, text, sizeof text);
     if (n < 0)
         return (int) n;
     return gw_rundir_parse_starttime (text, start_p);
@@ -107,7 +89,7 @@ s_proc_dead (pid_t pid)
 {
     char path [64], text [1024];
     snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
-    if (s_read_small (path, text, sizeof text) < 0)
+    if (ch_read_small (path, text, sizeof text) < 0)
         return true;
     const char *paren = strrchr (text, ')');
     return !paren || paren [1] != ' ' || paren [2] == 'Z' || paren [2] == 'X';
@@ -329,7 +311,7 @@ s_is_stale (const char *dir)
     snprintf (path, sizeof path, "%s/" S_PIDFILE, dir);
     int pid = 0;
     unsigned long long start = 0, now_start = 0;
-    if (s_read_small (path, text, sizeof text) < 0
+    if (ch_read_small (path, text, sizeof text) < 0
     ||  sscanf (text, "%d %llu", &pid, &start) != 2 || pid <= 0) {
         struct stat st;                         //  no owner: stale once old
         return lstat (dir, &st) == 0 && time (NULL) - st.st_mtime > S_YOUNG_S;
@@ -346,14 +328,14 @@ s_kill_qemu (const char *dir)
     char path [PATH_MAX + 32], text [32];
     snprintf (path, sizeof path, "%s/" S_QEMU_PIDFILE, dir);
     int pid = 0;
-    if (s_read_small (path, text, sizeof text) < 0 || sscanf (text, "%d", &pid) != 1
+    if (ch_read_small (path, text, sizeof text) < 0 || sscanf (text, "%d", &pid) != 1
     ||  pid <= 1)
         return;
     char *cmdline = malloc (65536);
     if (!cmdline)
         abort ();
     snprintf (path, sizeof path, "/proc/%d/cmdline", pid);
-    ssize_t n = s_read_small (path, cmdline, 65536);
+    ssize_t n = ch_read_small (path, cmdline, 65536);
     for (ssize_t i = 0; i < n; i++)
         if (cmdline [i] == 0)
             cmdline [i] = ' ';                  //  argv is NUL-separated

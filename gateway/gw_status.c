@@ -50,25 +50,6 @@ static const struct {
 };
 #define S_FIELDS (sizeof s_fields / sizeof s_fields [0])
 
-//  Read a small file into buf (NUL-terminated). Bytes read, or -errno.
-static ssize_t
-s_read_small (const char *path, char *buf, size_t cap)
-{
-    int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return -errno;
-    ssize_t n;
-    do
-        n = read (fd, buf, cap - 1);
-    while (n < 0 && errno == EINTR);
-    int e = errno;
-    close (fd);
-    if (n < 0)
-        return -e;
-    buf [n] = 0;
-    return n;
-}
-
 int
 gw_status_proc_start (pid_t pid, unsigned long long *start_p)
 {
@@ -77,7 +58,7 @@ gw_status_proc_start (pid_t pid, unsigned long long *start_p)
     if (pid <= 0)
         return -ESRCH;
     snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
-    ssize_t n = s_read_small (path, text, sizeof text);
+    ssize_t n = ch_read_small (path, text, sizeof text);
     if (n < 0)
         return n == -ENOENT ? -ESRCH : (int) n;
     //  A zombie keeps its start time, but the process is gone.
