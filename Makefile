@@ -1,5 +1,5 @@
 # cellvm - top-level Makefile.  `make`, `make test`, `make check`, `make fuzz`,
-# `make bench`, `make run`, `make install`, `make clean`.
+# `make bench`, `make run`, `make serve`, `make install`, `make clean`.
 
 SHELL := /bin/bash
 PREFIX ?= /usr/local
@@ -51,7 +51,7 @@ KERNELSPECS := $(B)/share/jupyter/kernels/cellvm/kernel.json \
 
 DEPS_STAMP := build/.deps-ok
 
-.PHONY: sizes all deps kernel gateway init test unit integration check fuzz bench run install clean kernelspecs image template
+.PHONY: sizes all deps kernel gateway init test unit integration check fuzz bench run serve install clean kernelspecs image template
 all: $(DEPS_STAMP) kernel gateway init kernelspecs $(B)/cellvm
 
 $(DEPS_STAMP): scripts/deps.sh
@@ -198,6 +198,10 @@ bench: all
 
 run: all template
 	CELLVM_BUILD=$(abspath $(B)) CELLVM_IMAGE=$(abspath build/image) bash scripts/run.sh
+
+# cellvm behind Jupyter Server on 127.0.0.1 (docs/remote.md): REST + WebSocket, a token, culling.
+serve: all template
+	CELLVM_BUILD=$(abspath $(B)) bash scripts/serve.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
