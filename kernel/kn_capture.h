@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <sys/uio.h>
 
-#define KN_CAPTURE_WINDOW_MS 40             //  oldest byte -> sent; inside the 50 ms promise
+#define KN_CAPTURE_WINDOW_MS 30             //  oldest byte -> sent; margin for the 50 ms promise
 #define KN_CAPTURE_PENDING_MAX (16u << 20)  //  queued this much: send now
 #define KN_CAPTURE_DIRECT (1u << 20)        //  one write this large is sent as it is, uncopied
 #define KN_CAPTURE_QUEUE_TEXT (256u << 10)  //  the cap on a text of queued output

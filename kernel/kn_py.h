@@ -1,9 +1,11 @@
 /*  kn_py - the CPython interpreter behind the kernel's kn_interp_t seam.
  *
  *  Initialises Debian's libpython3.11, registers the _cellvm builtin module
- *  (publish, input, flush: the way back into the C core), loads the embedded
- *  cellvm_shell module and creates its Kernel. The GIL is released whenever
- *  the kernel is idle, so the user's own threads keep running.
+ *  (publish, input, flush, fence: the way back into the C core), makes
+ *  sys.stdout/sys.stderr _cellvm.OutStream objects and print() a C print that
+ *  queue text in-process (kn_capture; docs/kernel.md "Output"), loads the
+ *  embedded cellvm_shell module and creates its Kernel. The GIL is released
+ *  whenever the kernel is idle, so the user's own threads keep running.
  */
 #ifndef KN_PY_H
 #define KN_PY_H

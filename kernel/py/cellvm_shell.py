@@ -26,20 +26,30 @@ IMPLEMENTATION_VERSION = "0.1.0"
 
 
 # ----------------------------------------------------------------------------
-#  JSON helpers: iopub content must be strict JSON (no NaN, no bytes).
+#  JSON helpers: iopub content must be strict JSON (no NaN, no bytes), and
+#  JSON the gateway's parser takes: no NUL in strings, integers within 64
+#  bits. What publish() makes goes into its message as it is (C never parses
+#  it), so it is made so here.
+
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
+
 
 def _clean(obj):
+    if isinstance(obj, str):
+        return obj.replace("\x00", "\ufffd") if "\x00" in obj else obj
     if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
+        return {_clean(str(k)): _clean(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_clean(v) for v in obj]
     if isinstance(obj, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(obj)).decode("ascii")
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
-    if obj is None or isinstance(obj, (str, int, float, bool)):
+    if isinstance(obj, int) and not isinstance(obj, bool) and not _INT_MIN <= obj <= _INT_MAX:
+        return str(obj)
+    if obj is None or isinstance(obj, (int, float, bool)):
         return obj
-    return repr(obj)
+    return _clean(repr(obj))
 
 
 def _dumps(obj):

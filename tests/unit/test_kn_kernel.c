@@ -93,6 +93,13 @@ s_mock_handle (void *ctx, const char *type, const json_t *content)
         json_t *c = json_pack ("{s:s, s:s}", "name", "stdout", "text", "hi\n");
         kn_kernel_publish (f->kernel, "stream", &c);
     }
+    if (code && strstr (code, "spliced")) {
+        //  What the capture sends (escaped text) and _cellvm.publish (JSON text).
+        kn_kernel_stream (f->kernel, "stderr", "q\\\"\\n\xc3\xa9", 7);
+        const char *dd = " {\"data\": {\"text/plain\": \"'\\u00e9'\"}, \"metadata\": {}} ";
+        kn_kernel_publish_json (f->kernel, "display_data", dd, strlen (dd));
+        assert_int_equal (kn_kernel_publish_json (f->kernel, "display_data", "[1]", 3), -EINVAL);
+    }
     if (code && strstr (code, "fail"))
         return json_pack ("{s:s, s:s, s:s, s:[], s:i}", "status", "error", "ename", "E",
                           "evalue", "boom", "traceback", "execution_count", 1);
@@ -243,6 +250,47 @@ test_kn_kernel_brackets_requests_with_busy_idle (void **state)
     req = s_send (f, CH_CONTROL, "kernel_info_request", NULL);
     s_expect_bracketed (f, req, NULL, "kernel_info_reply");
     json_decref (req);
+}
+
+//  Messages the kernel splices together (stream text escaped once, content
+//  JSON from Python as it is) are whole envelopes with the request as parent;
+//  a silent request sends none of them.
+static void
+test_kn_kernel_spliced_messages_are_whole_envelopes (void **state)
+{
+    s_fixture_t *f = *state;
+    s_expect_hello (f);
+    json_t *req = s_send (f, CH_SHELL, "execute_request", "spliced");
+    ch_msg_t *m = s_expect (f, "status", "busy");
+    ch_msg_destroy (&m);
+    m = s_expect (f, "stream", NULL);
+    assert_int_equal (ch_msg_channel (m), CH_IOPUB);
+    assert_true (json_equal (ch_msg_parent (m), req));
+    assert_string_equal (json_string_value (json_object_get (ch_msg_content (m), "name")), "stderr");
+    assert_string_equal (json_string_value (json_object_get (ch_msg_content (m), "text")),
+                         "q\"\n\xc3\xa9");
+    assert_string_equal (json_string_value (json_object_get (ch_msg_header (m), "session")),
+                         kn_kernel_session (f->kernel));
+    ch_msg_destroy (&m);
+    m = s_expect (f, "display_data", NULL);
+    assert_true (json_equal (ch_msg_parent (m), req));
+    json_t *data = json_object_get (ch_msg_content (m), "data");
+    assert_string_equal (json_string_value (json_object_get (data, "text/plain")), "'\xc3\xa9'");
+    ch_msg_destroy (&m);
+    m = s_expect (f, "execute_reply", NULL);
+    ch_msg_destroy (&m);
+    m = s_expect (f, "status", "idle");
+    ch_msg_destroy (&m);
+    json_decref (req);
+    //  Silent: busy, reply, idle and nothing else.
+    json_t *c = json_pack ("{s:s, s:b}", "code", "spliced", "silent", 1);
+    ch_msg_t *msg = ch_msg_new (CH_SHELL, "execute_request", NULL, &c, "client");
+    assert_int_equal (kn_chan_send (f->dchan, &msg), 0);
+    const char *want [] = { "status", "execute_reply", "status" };
+    for (int i = 0; i < 3; i++) {
+        m = s_expect (f, want [i], NULL);
+        ch_msg_destroy (&m);
+    }
 }
 
 static void
@@ -619,6 +667,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (test_kn_kernel_says_hello_and_answers_hello, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_kn_kernel_brackets_requests_with_busy_idle, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_kn_kernel_spliced_messages_are_whole_envelopes, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_kn_kernel_stop_on_error_aborts_only_queued_executes, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_kn_kernel_unknown_control_type_gets_error_reply, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_kn_kernel_drops_bad_json_and_keeps_serving, s_setup, s_teardown),
