@@ -129,9 +129,11 @@ main (int argc, char **argv)
     kn_kernel_t *kernel = kn_kernel_new (chan, &cfg);
     kn_capture_t *capture = kernel ? kn_capture_new (NULL, kn_kernel_stream, kernel) : NULL;
     //  A stream text and its envelope (header, the client's parent header)
-    //  fit in one frame: large output travels in as few frames as it can.
+    //  fit in one frame, and no text is over 1 MiB: the gateway checks and
+    //  re-signs one message per reactor turn (~35 ms per MiB on a TCG host),
+    //  and its turns must stay short (docs/gateway.md).
     if (capture)
-        kn_capture_set_max_text (capture, a.max_frame > (2u << 20) ? a.max_frame - (1u << 20)
+        kn_capture_set_max_text (capture, a.max_frame > (2u << 20) ? (1u << 20)
                                                                    : a.max_frame / 2);
     char err [512] = "";
     kn_py_t *py = capture ? kn_py_new (kernel, capture, err, sizeof err) : NULL;
