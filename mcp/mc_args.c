@@ -8,7 +8,7 @@
 
 #include "mc_args.h"
 
-typedef enum { T_STR, T_BOOL, T_SECS, T_BYTES, T_COUNT, T_LEVEL } type_t;
+typedef enum { T_STR, T_BOOL, T_SECS, T_LIFE, T_BYTES, T_COUNT, T_LEVEL } type_t;
 
 static const struct {
     const char *name;
@@ -30,6 +30,12 @@ static const struct {
       "seconds a session may take to start (default 180)" },
     { "--progress-interval", T_SECS, offsetof (mc_options_t, progress_s),
       "seconds between progress notifications of a running cell (default 2)" },
+    { "--idle-timeout", T_LIFE, offsetof (mc_options_t, idle_timeout_s),
+      "end a session after S idle seconds, in the gateway's words; 0: never (default: the "
+      "kernelspec's own, else 1800)" },
+    { "--ttl", T_LIFE, offsetof (mc_options_t, ttl_s),
+      "end a session S seconds after its gateway started; 0: never (default: the "
+      "kernelspec's own, else never)" },
     { "--max-stream", T_BYTES, offsetof (mc_options_t, stream_cap),
       "bytes of stdout, and of stderr, returned: head and tail (default 20k)" },
     { "--max-text", T_BYTES, offsetof (mc_options_t, text_cap),
@@ -62,6 +68,8 @@ mc_args_default (mc_options_t *opts)
     opts->interrupt_grace_s = 5;
     opts->start_timeout_s = 180;
     opts->progress_s = 2;
+    opts->idle_timeout_s = -1;
+    opts->ttl_s = -1;
     opts->stream_cap = 20000;
     opts->text_cap = 20000;
     opts->image_cap = 1u << 20;
@@ -122,6 +130,12 @@ s_set (mc_options_t *opts, size_t i, const char *value)
         case T_SECS:
             secs = strtod (value, &end);
             if (end == value || *end || !(secs > 0) || secs > 86400 * 7)
+                return -EINVAL;
+            *(double *) (void *) field = secs;
+            return 0;
+        case T_LIFE:            //  as the gateway takes them: 0 is off
+            secs = strtod (value, &end);
+            if (end == value || *end || !(secs >= 0) || secs > 1e9)
                 return -EINVAL;
             *(double *) (void *) field = secs;
             return 0;

@@ -17,6 +17,8 @@ typedef struct {
     double interrupt_grace_s;   //  --interrupt-grace: after the interrupt, before a restart
     double start_timeout_s;     //  --start-timeout: a session's start, restart
     double progress_s;          //  --progress-interval: between notifications/progress
+    double idle_timeout_s;      //  --idle-timeout: passed to each gateway; -1 when not given
+    double ttl_s;               //  --ttl: passed to each gateway; -1 when not given
     size_t stream_cap;          //  --max-stream: stdout, and stderr, bytes kept
     size_t text_cap;            //  --max-text: result, displays, traceback
     size_t image_cap;           //  --max-image: bytes of one image returned

@@ -324,13 +324,29 @@ mc_op_end (mc_op_t *self, mc_end_t end, const char *words, int64_t now_ms)
     assert (self);
     self->done = true;
     json_decref (self->result);
-    if (self->shape && self->call->tool == MC_TOOL_RUN_PYTHON) {
+    if (self->call->tool == MC_TOOL_RUN_PYTHON) {
+        if (!self->shape) {     //  never begun: the session ended first
+            self->shape = mc_shape_new (&self->shape_opts, self->session);
+            self->start_ms = now_ms;
+        }
         mc_shape_elapsed (self->shape, (double) (now_ms - self->start_ms) / 1000.0);
         mc_shape_end (self->shape, end, self->limit_s, words);
         self->result = mc_shape_result (self->shape);
     }
     else
         self->result = mc_op_text_result (words ? words : "The operation did not finish.", true);
+}
+
+json_t *
+mc_op_ended_result (mc_op_t *self, const char *words, int64_t now_ms)
+{
+    assert (self && words);
+    if (self->call->tool == MC_TOOL_CLOSE) {
+        self->done = true;
+        return mc_op_text_result (words, false);
+    }
+    mc_op_end (self, MC_END_LOST, words, now_ms);
+    return mc_op_result (self);
 }
 
 static json_t *

@@ -71,6 +71,11 @@ bool mc_op_cancelled (const mc_op_t *self);
 //  The CallToolResult (or resources/read result), new.
 json_t *mc_op_result (mc_op_t *self);
 
+//  The result of an op whose session ended by itself (words from
+//  mc_life_words): a close has nothing left to do (not an error), anything
+//  else is an error (run_python's with status "lost"). New.
+json_t *mc_op_ended_result (mc_op_t *self, const char *words, int64_t now_ms);
+
 //  restart and close results, in words.
 json_t *mc_op_text_result (const char *text, bool is_error);
 

@@ -164,6 +164,43 @@ mc_spec_unsafe (const mc_spec_t *self)
     return false;
 }
 
+//  The spec's own value of option (the last), when its argv sets one.
+static bool
+s_spec_secs (const mc_spec_t *self, const char *option, double *secs_p)
+{
+    size_t olen = strlen (option), n = json_array_size (self->argv);
+    bool found = false;
+    for (size_t i = 1; i < n; i++) {
+        const char *a = json_string_value (json_array_get (self->argv, i)), *v = NULL;
+        if (strcmp (a, option) == 0 && i + 1 < n)
+            v = json_string_value (json_array_get (self->argv, ++i));
+        else if (strncmp (a, option, olen) == 0 && a [olen] == '=')
+            v = a + olen + 1;
+        char *end = NULL;
+        double secs = v ? strtod (v, &end) : -1;
+        if (v && end != v && !*end && secs >= 0) {
+            *secs_p = secs;
+            found = true;
+        }
+    }
+    return found;
+}
+
+double
+mc_spec_lifetime (const mc_spec_t *spec, const char *option, double ours, double fallback,
+                  bool *append_p)
+{
+    assert (spec && option && append_p);
+    double own = 0;
+    *append_p = ours >= 0;
+    if (ours >= 0)
+        return ours;
+    if (s_spec_secs (spec, option, &own))
+        return own;
+    *append_p = fallback > 0;
+    return *append_p ? fallback : 0;
+}
+
 //  s with every "{connection_file}" replaced by conn; new.
 static char *
 s_subst (const char *s, const char *conn)
@@ -289,14 +326,18 @@ s_fork_exec (char **argv, char **envp, int logfd, int nullfd, char *err, size_t 
 }
 
 pid_t
-mc_proc_spawn (const mc_spec_t *spec, const char *conn_path, const char *log_path,
-               char *err, size_t errlen)
+mc_proc_spawn (const mc_spec_t *spec, const char *conn_path, const char *const *extra,
+               const char *log_path, char *err, size_t errlen)
 {
     assert (spec && conn_path && log_path);
-    size_t argc = json_array_size (spec->argv);
-    char **argv = calloc (argc + 1, sizeof *argv), **envp = s_envp (spec);
+    size_t argc = json_array_size (spec->argv), nextra = 0;
+    while (extra && extra [nextra])
+        nextra++;
+    char **argv = calloc (argc + nextra + 1, sizeof *argv), **envp = s_envp (spec);
     for (size_t i = 0; i < argc; i++)
         argv [i] = s_subst (json_string_value (json_array_get (spec->argv, i)), conn_path);
+    for (size_t i = 0; i < nextra; i++)
+        argv [argc + i] = strdup (extra [i]);
     char *prog = s_resolve (argv [0]);
     free (argv [0]);
     argv [0] = prog;

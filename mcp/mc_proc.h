@@ -33,10 +33,19 @@ const char *mc_spec_path (const mc_spec_t *self);
 //  or "--backend unsafe-local" in its argv): no isolation at all.
 bool mc_spec_unsafe (const mc_spec_t *self);
 
-//  Start the spec's argv with conn_path, output into log_path (appended).
-//  The pid, or -errno with err in words (an exec failure included).
-pid_t mc_proc_spawn (const mc_spec_t *spec, const char *conn_path, const char *log_path,
-                     char *err, size_t errlen);
+//  The value a lifetime option of the gateway (option: "--idle-timeout" or
+//  "--ttl") has for a gateway started from spec: ours when >= 0, appended
+//  after the spec's argv (the gateway takes the last); else the spec's own
+//  ("--ttl S" or "--ttl=S" in its argv, the last one); else fallback,
+//  appended when > 0. 0 is no limit. *append_p: whether to append it.
+double mc_spec_lifetime (const mc_spec_t *spec, const char *option, double ours,
+                         double fallback, bool *append_p);
+
+//  Start the spec's argv with conn_path, then extra (NULL-terminated, may
+//  be NULL), output into log_path (appended). The pid, or -errno with err
+//  in words (an exec failure included).
+pid_t mc_proc_spawn (const mc_spec_t *spec, const char *conn_path, const char *const *extra,
+                     const char *log_path, char *err, size_t errlen);
 
 //  Has pid exited? 1 and *status_p (waitpid's) when reaped now, 0 when it
 //  runs, -ECHILD when it is not our child (already reaped).

@@ -9,6 +9,7 @@
 
 #include "ch_util.h"
 #include "mc_clip.h"
+#include "mc_life.h"
 #include "mc_log.h"
 #include "mc_op.h"
 #include "mc_rpc.h"
@@ -20,6 +21,15 @@ const char *const mc_server_versions [] = {
     "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", "2024-10-07", NULL };
 
 #define DEFAULT_SESSION "default"
+//  Sessions that ended by themselves with no call to hear why, remembered
+//  for the next call on their name (the oldest is forgotten first).
+#define MAX_ENDED 64
+
+typedef struct {
+    char name [MC_SESSION_MAX + 1];
+    char *why;                  //  mc_life_why's clause
+    char *tail;                 //  the end of the gateway's log, or ""
+} ended_t;
 
 struct _mc_server_t {
     const mc_options_t *opts;
@@ -34,6 +44,8 @@ struct _mc_server_t {
     size_t nsessions;
     size_t polled;              //  sessions whose sockets the last poll covered
     bool shutting_down;
+    ended_t ended [MAX_ENDED];
+    size_t nended;
 };
 
 static void
@@ -124,6 +136,10 @@ mc_server_destroy (mc_server_t **self_p)
     for (size_t i = 0; i < self->nsessions; i++)
         mc_session_destroy (&self->sessions [i]);
     free (self->sessions);
+    for (size_t i = 0; i < self->nended; i++) {
+        free (self->ended [i].why);
+        free (self->ended [i].tail);
+    }
     free (self);
     *self_p = NULL;
 }
@@ -207,6 +223,67 @@ s_session (mc_server_t *self, const char *name, char *why, size_t cap)
     return session;
 }
 
+//  Forget the end of session i of the remembered ones.
+static void
+s_forget (mc_server_t *self, size_t i)
+{
+    free (self->ended [i].why);
+    free (self->ended [i].tail);
+    memmove (self->ended + i, self->ended + i + 1, (self->nended - i - 1) * sizeof *self->ended);
+    self->nended--;
+}
+
+static ssize_t
+s_find_ended (mc_server_t *self, const char *name)
+{
+    for (size_t i = 0; i < self->nended; i++)
+        if (strcmp (self->ended [i].name, name) == 0)
+            return (ssize_t) i;
+    return -1;
+}
+
+//  A session that is over: if it ended by itself and no call heard why,
+//  remember why for the next call on its name.
+static void
+s_remember (mc_server_t *self, const mc_session_t *session)
+{
+    const char *why, *tail;
+    if (!mc_session_unheard (session, &why, &tail))
+        return;
+    ssize_t old = s_find_ended (self, mc_session_name (session));
+    if (old >= 0)
+        s_forget (self, (size_t) old);
+    if (self->nended == MAX_ENDED)
+        s_forget (self, 0);
+    ended_t *e = &self->ended [self->nended++];
+    snprintf (e->name, sizeof e->name, "%s", mc_session_name (session));
+    e->why = strdup (why);
+    e->tail = strdup (tail);
+    if (!e->why || !e->tail)
+        abort ();
+}
+
+//  A call on a session that ended by itself since the last call: told why
+//  (once), and not run. The next call on the name starts a new session.
+static bool
+s_tell_ended (mc_server_t *self, json_t *id, mc_call_t **call_p, const char *name)
+{
+    ssize_t i = s_find_ended (self, name);
+    if (i < 0 || s_find (self, name))
+        return false;
+    mc_tool_t tool = (*call_p)->tool;
+    char *words = mc_life_words (name, MC_LIFE_BEFORE, tool, self->ended [i].why,
+                                 self->ended [i].tail);
+    mc_op_t *op = mc_op_new (call_p, id, NULL, false, self->opts, &self->shape, name);
+    json_t *result = mc_op_ended_result (op, words, ch_now_ms ());
+    mc_log (MC_LOG_INFO, "session.told", "session=%s tool=%s", name, mc_tools_name (tool));
+    s_reply (self, id, &result);
+    mc_op_destroy (&op);
+    free (words);
+    s_forget (self, (size_t) i);
+    return true;
+}
+
 static void
 s_tool_error (mc_server_t *self, json_t *id, const char *text)
 {
@@ -250,8 +327,11 @@ s_tools_call (mc_server_t *self, mc_rpc_t *msg)
         mc_call_destroy (&call);
         return;
     }
-    const char *name = call->session [0] ? call->session : DEFAULT_SESSION;
+    char name [MC_SESSION_MAX + 1];
+    snprintf (name, sizeof name, "%s", call->session [0] ? call->session : DEFAULT_SESSION);
     mc_session_t *session = NULL;
+    if (s_tell_ended (self, id, &call, name))
+        return;
     if (!s_not_open (self, id, call, name) && !(session = s_session (self, name, why, sizeof why)))
         s_tool_error (self, id, why);
     if (session) {
@@ -416,8 +496,10 @@ mc_server_on_poll (mc_server_t *self, zmq_pollitem_t *items, size_t n, int64_t n
         mc_session_tick (self->sessions [i], now_ms);
     size_t k = 0;
     for (size_t i = 0; i < self->nsessions; i++) {
-        if (mc_session_dead (self->sessions [i]))
+        if (mc_session_dead (self->sessions [i])) {
+            s_remember (self, self->sessions [i]);
             mc_session_destroy (&self->sessions [i]);
+        }
         else
             self->sessions [k++] = self->sessions [i];
     }

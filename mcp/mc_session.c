@@ -14,6 +14,7 @@
 
 #include "ch_util.h"
 #include "mc_kclient.h"
+#include "mc_life.h"
 #include "mc_log.h"
 #include "mc_session.h"
 
@@ -25,7 +26,9 @@
 #define KILL_AFTER_MS 6000
 
 typedef enum { S_STARTING, S_READY, S_STOPPING, S_DEAD } state_t;
-typedef enum { STOP_RESTART, STOP_TIMEOUT, STOP_CLOSE, STOP_SHUTDOWN } stop_t;
+//  STOP_ENDED: the gateway said it is ending the session (--idle-timeout,
+//  --ttl) and is on its way out; nothing is asked of it.
+typedef enum { STOP_RESTART, STOP_TIMEOUT, STOP_CLOSE, STOP_SHUTDOWN, STOP_ENDED } stop_t;
 
 struct _mc_session_t {
     char name [MC_SESSION_MAX + 1];
@@ -46,6 +49,13 @@ struct _mc_session_t {
     int64_t restart_ms;         //  when a restart op began
     mc_op_t *op;                //  the call in progress
     zlist_t *queue;             //  mc_op_t *, waiting
+    const char *extra [5];      //  the lifetime options appended to the spec's argv
+    char life [2][32];          //  their values
+    double limits [2];          //  --idle-timeout, --ttl in effect (0: none)
+    char notice [512];          //  the gateway's notice that it ends the session, or ""
+    char *why;                  //  why the session ended by itself; NULL when it did not
+    char tail [1200];           //  the end of the gateway's log then
+    bool heard;                 //  a call was told why
 };
 
 static int
@@ -83,7 +93,8 @@ static int
 s_launch (mc_session_t *self, int64_t now_ms, char *err, size_t errlen)
 {
     mc_kclient_destroy (&self->kc);
-    pid_t pid = mc_proc_spawn (self->spec, self->conn, self->log, err, errlen);
+    self->notice [0] = 0;
+    pid_t pid = mc_proc_spawn (self->spec, self->conn, self->extra, self->log, err, errlen);
     if (pid < 0)
         return (int) pid;
     self->pid = pid;
@@ -93,8 +104,31 @@ s_launch (mc_session_t *self, int64_t now_ms, char *err, size_t errlen)
     self->probe_reply = self->iopub_seen = false;
     s_set_state (self, S_STARTING, now_ms);
     s_probe (self, now_ms);
-    mc_log (MC_LOG_INFO, "session.start", "session=%s pid=%d", self->name, (int) pid);
+    mc_log (MC_LOG_INFO, "session.start", "session=%s pid=%d idle_timeout_s=%g ttl_s=%g",
+            self->name, (int) pid, self->limits [0], self->limits [1]);
     return 0;
+}
+
+//  --idle-timeout and --ttl for the gateway: ours, else the spec's own, else
+//  the default (docs/mcp.md, "Lifetimes").
+static void
+s_life_args (mc_session_t *self)
+{
+    static const char *const names [2] = { "--idle-timeout", "--ttl" };
+    const double ours [2] = { self->opts->idle_timeout_s, self->opts->ttl_s };
+    const double fallback [2] = { MC_LIFE_IDLE_DEFAULT, 0 };
+    size_t k = 0;
+    for (int i = 0; i < 2; i++) {
+        bool append;
+        self->limits [i] = mc_spec_lifetime (self->spec, names [i], ours [i], fallback [i],
+                                             &append);
+        if (!append)
+            continue;
+        snprintf (self->life [i], sizeof self->life [i], "%.15g", self->limits [i]);
+        self->extra [k++] = names [i];
+        self->extra [k++] = self->life [i];
+    }
+    self->extra [k] = NULL;
 }
 
 mc_session_t *
@@ -113,6 +147,7 @@ mc_session_new (const char *name, const char *dir, const mc_spec_t *spec,
     self->opts = opts;
     self->shape = *shape;
     self->sink = *sink;
+    s_life_args (self);
     unlink (self->conn);
     if (mc_kclient_write_conn (self->conn, err, errlen) != 0
         || s_launch (self, ch_now_ms (), err, errlen) != 0)
@@ -150,6 +185,7 @@ mc_session_destroy (mc_session_t **self_p)
     zlist_destroy (&self->queue);
     unlink (self->conn);
     unlink (self->log);
+    free (self->why);
     free (self);
     *self_p = NULL;
 }
@@ -175,6 +211,17 @@ mc_session_dead (const mc_session_t *self)
     return self->state == S_DEAD;
 }
 
+bool
+mc_session_unheard (const mc_session_t *self, const char **why_p, const char **tail_p)
+{
+    assert (self && why_p && tail_p);
+    if (self->state != S_DEAD || !self->why || self->heard)
+        return false;
+    *why_p = self->why;
+    *tail_p = self->tail;
+    return true;
+}
+
 void
 mc_session_submit (mc_session_t *self, mc_op_t **op_p)
 {
@@ -196,7 +243,7 @@ s_finish (mc_session_t *self, mc_op_t **op_p)
     mc_op_destroy (op_p);
 }
 
-//  The current op, if it is a restart, done: with words.
+//  The current op (a restart or a close) done: with words.
 static void
 s_finish_text (mc_session_t *self, const char *text, bool is_error)
 {
@@ -210,31 +257,54 @@ s_finish_text (mc_session_t *self, const char *text, bool is_error)
     mc_op_destroy (&self->op);
 }
 
-//  The session is over by itself: every call answered with words.
+//  Tell the op why the session ended, and drop it.
+static void
+s_tell (mc_session_t *self, mc_op_t **op_p, mc_life_when_t when, int64_t now_ms)
+{
+    char *words = mc_life_words (self->name, when, mc_op_tool (*op_p), self->why, self->tail);
+    json_t *result = mc_op_ended_result (*op_p, words, now_ms);
+    if (!mc_op_cancelled (*op_p)) {
+        self->sink.result (self->sink.ctx, mc_op_rpc_id (*op_p), &result);
+        self->heard = true;
+    }
+    json_decref (result);
+    free (words);
+    mc_op_destroy (op_p);
+}
+
+//  The session is over by itself (what: how, unless the gateway said why):
+//  every call is told why; if none is, the server tells the next one.
 static void
 s_lost (mc_session_t *self, const char *what)
 {
-    char tail [1200], *words = NULL;
-    mc_proc_log_tail (self->log, tail, sizeof tail);
-    if (asprintf (&words, "The session \"%s\" ended: %s. Everything it held is lost: its "
-                  "variables and its /workspace files. The next call on it starts a new, empty "
-                  "session.%s%s", self->name, what, *tail ? " The gateway's log ends with:\n" : "",
-                  tail) < 0)
-        abort ();
-    mc_log (MC_LOG_WARN, "session.lost", "session=%s why=\"%s\"", self->name, what);
+    free (self->why);
+    self->why = mc_life_why (self->notice, what);
+    self->tail [0] = 0;
+    if (!self->notice [0])
+        mc_proc_log_tail (self->log, self->tail, sizeof self->tail);
+    mc_log (MC_LOG_WARN, "session.lost", "session=%s why=\"%s\"", self->name,
+            self->notice [0] ? self->notice : what ? what : "?");
     s_kill (self);
     int64_t now = ch_now_ms ();
-    if (self->op) {
-        mc_op_end (self->op, MC_END_LOST, words, now);
-        s_finish (self, &self->op);
-    }
-    while ((self->op = zlist_pop (self->queue))) {
-        mc_op_end (self->op, MC_END_LOST, words, now);
-        s_finish (self, &self->op);
-    }
-    free (words);
+    if (self->op)
+        s_tell (self, &self->op, MC_LIFE_DURING, now);
+    while ((self->op = zlist_pop (self->queue)))
+        s_tell (self, &self->op, MC_LIFE_BEFORE, now);
     mc_kclient_destroy (&self->kc);
     s_set_state (self, S_DEAD, now);
+}
+
+//  The gateway says it is ending the session: no new call is begun, and
+//  once it has exited, every call is told its words.
+static void
+s_on_notice (mc_session_t *self, const char *notice, int64_t now_ms)
+{
+    snprintf (self->notice, sizeof self->notice, "%s", notice);
+    mc_log (MC_LOG_INFO, "session.ending", "session=%s notice=\"%s\"", self->name, notice);
+    if (self->state != S_READY)
+        return;                 //  starting: its exit is seen; stopping: it goes anyway
+    self->stop = STOP_ENDED;
+    s_set_state (self, S_STOPPING, now_ms);
 }
 
 //  Ask the gateway to shut down (restart: it keeps /workspace for the next).
@@ -283,8 +353,13 @@ mc_session_pollitems (mc_session_t *self, zmq_pollitem_t *items)
 static void
 s_on_msg (mc_session_t *self, ch_msg_t *msg, int64_t now_ms)
 {
+    char notice [sizeof self->notice];
     if (ch_msg_channel (msg) == CH_IOPUB)
         self->iopub_seen = true;
+    if (mc_life_notice (msg, notice, sizeof notice)) {
+        s_on_notice (self, notice, now_ms);
+        return;
+    }
     if (strcmp (ch_msg_type (msg), "kernel_info_reply") == 0)
         self->probe_reply = true;
     if (!self->op || self->state != S_READY || mc_op_tool (self->op) == MC_TOOL_RESTART
@@ -362,10 +437,16 @@ s_tick_starting (mc_session_t *self, int64_t now_ms)
         s_probe (self, now_ms);
 }
 
-//  The gateway is gone after a stop: relaunch, or the session is over.
+//  The gateway is gone after a stop (what: how it ended; NULL when killed):
+//  relaunch, or the session is over.
 static void
-s_stopped (mc_session_t *self, int64_t now_ms)
+s_stopped (mc_session_t *self, const char *what, int64_t now_ms)
 {
+    if (self->stop == STOP_ENDED) {
+        s_lost (self, what ? what : "its gateway process did not exit after it said it was "
+                "ending the session, and was killed");
+        return;
+    }
     mc_kclient_destroy (&self->kc);
     if (self->stop == STOP_RESTART || self->stop == STOP_TIMEOUT) {
         char err [512];
@@ -388,14 +469,14 @@ s_tick_stopping (mc_session_t *self, int64_t now_ms)
 {
     char what [160];
     if (s_exited (self, what, sizeof what)) {
-        s_stopped (self, now_ms);
+        s_stopped (self, what, now_ms);
         return;
     }
     int64_t waited = now_ms - self->state_ms;
     if (waited > KILL_AFTER_MS) {
         mc_log (MC_LOG_WARN, "session.kill", "session=%s", self->name);
         s_kill (self);
-        s_stopped (self, now_ms);
+        s_stopped (self, NULL, now_ms);
     }
     else if (waited > TERM_AFTER_MS && !self->term_sent) {
         kill (self->pid, SIGTERM);

@@ -7,8 +7,13 @@
     restart is shutdown_request {restart: true} and a new gateway on the same
     connection file (the gateway keeps /workspace across it: docs/sessions.md);
     close is shutdown_request {restart: false}. Each stop is escalated: SIGTERM
-    after 3 s, SIGKILL after 6 s. A gateway that exits by itself ends the
-    session, and every call on it is answered in words.
+    after 3 s, SIGKILL after 6 s. Each gateway gets --idle-timeout and --ttl
+    (ours, else the kernelspec's own, else the defaults: docs/mcp.md). A
+    gateway that exits by itself ends the session, and every call on it is
+    answered in words: the gateway's own when it said why (its lifetimes),
+    else how its process ended and the end of its log. When no call was
+    there to hear them, mc_session_unheard gives them to the server, which
+    tells the next call on that name.
 */
 #ifndef MC_SESSION_H
 #define MC_SESSION_H
@@ -73,5 +78,10 @@ void mc_session_shutdown (mc_session_t *self, int64_t now_ms);
 
 //  The gateway has exited and the session is over: destroy it.
 bool mc_session_dead (const mc_session_t *self);
+
+//  The session is over by itself and no call was told why: true, with why
+//  (a clause: mc_life_why) and the end of the gateway's log ("" when the
+//  gateway said why), borrowed until the session is destroyed.
+bool mc_session_unheard (const mc_session_t *self, const char **why_p, const char **tail_p);
 
 #endif

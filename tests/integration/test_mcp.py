@@ -243,3 +243,95 @@ def test_cancelled_call_is_interrupted_and_gets_no_reply(raw):
     assert [m for m in s.skipped if m.get("id") == 2] == []
     s.p.stdin.close()
     assert s.p.wait(TIMEOUT) == 0
+
+
+# Lifetimes (docs/mcp.md, "Lifetimes"): the gateway ends its own session after --idle-timeout or
+# --ttl with one stderr stream saying why; the call that finds the session gone gets those words.
+
+def _call(s, id, tool, args=None, timeout=240):
+    return s.request(id, "tools/call", {"name": tool, "arguments": args or {}}, timeout=timeout)["result"]
+
+
+def _text(result):
+    return result["content"][0]["text"]
+
+
+def _gateway_pids(server_pid):
+    return [p for p in sessions.descendants(server_pid)
+            if any(os.path.basename(a) == "cellvm-gateway" for a in sessions.cmdline(p)[:1])]
+
+
+def _ended_by_itself(s):
+    """The session's gateway, once it has ended by itself: its pid, after checking it left
+    nothing behind."""
+    gateways = _gateway_pids(s.p.pid)
+    assert len(gateways) == 1, gateways
+    assert sessions.wait_gone(gateways, 60), "the gateway did not end its session"
+    assert sessions.wait_no_leftovers(gateways) == []
+    return gateways[0]
+
+
+IDLE_WORDS = ("cellvm: this session was idle longer than its limit (--idle-timeout) (3 s) and is "
+              "being shut down.")
+TTL_WORDS = "cellvm: this session reached its lifetime limit (--ttl) (10 s) and is being shut down."
+
+
+def test_idle_timeout_ends_the_session_in_the_gateways_words(raw):
+    s = raw("--idle-timeout", "3")
+    s.initialize()
+    r = _call(s, 1, "run_python", {"code": "x = 1"})
+    assert r["isError"] is False, r
+    argv = sessions.cmdline(_gateway_pids(s.p.pid)[0])
+    last = len(argv) - 1 - argv[::-1].index("--idle-timeout")     # the one the gateway takes
+    assert argv[last + 1] == "3", argv
+    t = time.monotonic()
+    _ended_by_itself(s)
+    assert time.monotonic() - t < 30
+    r = _call(s, 2, "run_python", {"code": "x"})           # told once, and not run
+    assert r["isError"] is True and r["structuredContent"]["status"] == "lost", r
+    text = _text(r)
+    assert IDLE_WORDS in text, text
+    assert text.startswith('The session "default" had already ended, so this call was not run')
+    assert "every variable" in text and "/workspace" in text
+    assert "call run_python again" in text
+    r = _call(s, 3, "run_python", {"code": "'x' in globals()"})    # a fresh session
+    assert r["isError"] is False and r["structuredContent"]["result"] == "False", r
+    assert r["structuredContent"]["execution_count"] == 1
+    _ended_by_itself(s)                                    # it ends again: close, then restart
+    r = _call(s, 4, "close")
+    assert r["isError"] is False and "nothing left to close" in _text(r), r
+    assert IDLE_WORDS in _text(r)
+    r = _call(s, 5, "restart")
+    assert r["isError"] is False and "is not open" in _text(r), r
+    s.p.stdin.close()
+    assert s.p.wait(TIMEOUT) == 0
+
+
+def test_ttl_ends_the_session_in_the_gateways_words(raw):
+    s = raw("--ttl", "10")
+    s.initialize()
+    r = _call(s, 1, "run_python", {"code": "y = 1", "session": "t"})
+    assert r["isError"] is False, r
+    _ended_by_itself(s)
+    r = _call(s, 2, "run_python", {"code": "y", "session": "t"})
+    assert r["isError"] is True and r["structuredContent"]["status"] == "lost", r
+    assert TTL_WORDS in _text(r) and 'session "t" had already ended' in _text(r), r
+    # The next call starts a fresh session, whose own lifetime ends the cell it runs.
+    s.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "run_python",
+            "arguments": {"code": "print('started', flush=True)\nimport time\ntime.sleep(120)",
+                          "session": "t", "timeout_s": 200}}})
+    deadline = time.monotonic() + 60
+    while not (gateways := _gateway_pids(s.p.pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    r = s.recv(240)["result"]
+    assert r["isError"] is True and r["structuredContent"]["status"] == "lost", r
+    assert _text(r).startswith('The session "t" ended while this call was running'), r
+    assert TTL_WORDS in _text(r)
+    assert r["structuredContent"]["stdout"] == "started\n"
+    assert gateways and sessions.wait_no_leftovers(gateways) == []
+    r = _call(s, 4, "restart", {"session": "t"})           # that call heard it: nothing is open
+    assert r["isError"] is False and "is not open" in _text(r), r
+    r = _call(s, 5, "run_python", {"code": "'y' in globals()", "session": "t"})
+    assert r["structuredContent"]["result"] == "False", r
+    s.p.stdin.close()
+    assert s.p.wait(TIMEOUT) == 0
