@@ -114,6 +114,44 @@ s_paths (gw_persist_t *self, const gw_args_t *args, char *err, size_t errlen)
     return rc;
 }
 
+//  The snapshot to start from, unless a restart's kept /workspace is
+//  there: checked whole. 0, or -errno with one line in err.
+static int
+s_from (gw_persist_t *self, gw_args_t *args, const char *from, char *err, size_t errlen)
+{
+    if (!from || !from [0])
+        return 0;
+    if (self->adopt [0]) {
+        gw_log (GW_LOG_INFO, "session.restart_over_snapshot", "snapshot=%.80s reason=\"a "
+                "restart gives a fresh interpreter over the kept /workspace\"", from);
+        return 0;
+    }
+    if (!gw_snapstore_name_ok (from)) {
+        snprintf (err, errlen, "snapshot name \"%.80s\" is not valid: use "
+                  "[A-Za-z0-9_-]{1,64}", from);
+        return -EINVAL;
+    }
+    snprintf (self->from, sizeof self->from, "%s", from);
+    return s_check_from (self, args, err, errlen);
+}
+
+//  The status file `cellvm ls` reads; a session goes on without one.
+static void
+s_status (gw_persist_t *self, const char *backend, const char *conn_file)
+{
+    char serr [300] = "";
+    json_t *conn_json = json_load_file (conn_file, 0, NULL);    //  jupyter_client's kernel_name
+    const char *kname = json_string_value (json_object_get (conn_json, "kernel_name"));
+    snprintf (self->kernel_name, sizeof self->kernel_name, "%s", kname ? kname : "");
+    self->status = gw_status_new (self->base, self->identity, backend, conn_file,
+                                  kname && kname [0] ? kname : NULL, serr, sizeof serr);
+    json_decref (conn_json);
+    if (!self->status)
+        gw_log (GW_LOG_WARN, "session.no_status_file", "reason=\"%s\"", serr);
+    else if (self->from [0])
+        gw_status_set (self->status, "from_snapshot", json_string (self->from));
+}
+
 gw_persist_t *
 gw_persist_new (gw_args_t *args, const gw_conn_t *conn, const char *conn_file, char *err,
                 size_t errlen)
@@ -130,30 +168,9 @@ gw_persist_new (gw_args_t *args, const gw_conn_t *conn, const char *conn_file, c
     ||  s_paths (self, args, err, errlen) < 0)
         goto fail;
     s_claim (self);                             //  a restart's /workspace wins over a snapshot
-    if (from && from [0] && self->adopt [0])
-        gw_log (GW_LOG_INFO, "session.restart_over_snapshot", "snapshot=%.80s reason=\"a "
-                "restart gives a fresh interpreter over the kept /workspace\"", from);
-    else if (from && from [0]) {
-        if (!gw_snapstore_name_ok (from)) {
-            snprintf (err, errlen, "snapshot name \"%.80s\" is not valid: use "
-                      "[A-Za-z0-9_-]{1,64}", from);
-            goto fail;
-        }
-        snprintf (self->from, sizeof self->from, "%s", from);
-        if (s_check_from (self, args, err, errlen) < 0)
-            goto fail;
-    }
-    char serr [300] = "";
-    json_t *conn_json = json_load_file (conn_file, 0, NULL);    //  jupyter_client's kernel_name
-    const char *kname = json_string_value (json_object_get (conn_json, "kernel_name"));
-    snprintf (self->kernel_name, sizeof self->kernel_name, "%s", kname ? kname : "");
-    self->status = gw_status_new (self->base, self->identity, backend, conn_file,
-                                  kname && kname [0] ? kname : NULL, serr, sizeof serr);
-    json_decref (conn_json);
-    if (!self->status)
-        gw_log (GW_LOG_WARN, "session.no_status_file", "reason=\"%s\"", serr);
-    else if (self->from [0])
-        gw_status_set (self->status, "from_snapshot", json_string (self->from));
+    if (s_from (self, args, from, err, errlen) < 0)
+        goto fail;
+    s_status (self, backend, conn_file);
     return self;
 fail:;
     char ignored [200];
