@@ -121,73 +121,104 @@ s_plain8 (uint64_t w)
     return !((w & highs) | ctrl | q | b);
 }
 
+//  Copy whole 8-byte words that need no escaping (the common case, fast).
+static inline void
+s_copy_plain (const unsigned char *in, size_t len, char *out, size_t room,
+              size_t *i, size_t *o)
+{
+    while (*i + 8 <= len && *o + 8 <= room) {
+        uint64_t w;
+        memcpy (&w, in + *i, 8);
+        if (!s_plain8 (w))
+            break;
+        memcpy (out + *o, &w, 8);
+        *i += 8;
+        *o += 8;
+    }
+}
+
+//  One ASCII byte other than NUL, escaped if JSON wants it. Returns the
+//  bytes written, 0 when they do not fit in room.
+static inline size_t
+s_escape_ascii (unsigned char c, char *out, size_t room)
+{
+    static const char hex [] = "0123456789abcdef";
+    if (c >= 0x20 && c != '"' && c != '\\') {
+        if (room < 1)
+            return 0;
+        out [0] = (char) c;
+        return 1;
+    }
+    char e [6] = { '\\', 0, '0', '0', hex [c >> 4], hex [c & 15] };
+    size_t n = 2;
+    switch (c) {
+        case '"':  e [1] = '"'; break;
+        case '\\': e [1] = '\\'; break;
+        case '\n': e [1] = 'n'; break;
+        case '\r': e [1] = 'r'; break;
+        case '\t': e [1] = 't'; break;
+        case '\b': e [1] = 'b'; break;
+        case '\f': e [1] = 'f'; break;
+        default:   e [1] = 'u'; n = 6;
+    }
+    if (n > room)
+        return 0;
+    memcpy (out, e, n);
+    return n;
+}
+
+//  Is in[0..have) the start of a sequence cut at the end of the input?
+//  Then it is held back, not replaced, so the next write can finish it.
+static inline int
+s_cut_prefix (const unsigned char *in, size_t have)
+{
+    size_t j = 1;
+    while (j < have && (in [j] & 0xc0) == 0x80)
+        j++;
+    return j == have;
+}
+
+//  One character from a non-ASCII byte (or NUL) at in[0..len): copied when
+//  well-formed, else U+FFFD (for NUL too: JSON peers refuse \u0000). Sets
+//  *used; returns the bytes written, 0 to stop (no room, or a cut sequence).
+static inline size_t
+s_escape_multi (const unsigned char *in, size_t len, char *out, size_t room, size_t *used)
+{
+    unsigned char c = in [0];
+    size_t n = s_seq_len (c);
+    if (n > 1 && n > len && s_cut_prefix (in, len))
+        return 0;
+    if (c == 0 || n == 0 || n > len || !s_seq_ok (in, n)) {
+        if (room < 3)
+            return 0;
+        memcpy (out, "\xef\xbf\xbd", 3);
+        *used = 1;
+        return 3;
+    }
+    if (n > room)
+        return 0;
+    memcpy (out, in, n);
+    *used = n;
+    return n;
+}
+
 size_t
 kn_json_escape (const unsigned char *in, size_t len, char *out, size_t room, size_t *used)
 {
-    static const char hex [] = "0123456789abcdef";
     size_t i = 0, o = 0;
     while (i < len) {
-        while (i + 8 <= len && o + 8 <= room) {
-            uint64_t w;
-            memcpy (&w, in + i, 8);
-            if (!s_plain8 (w))
-                break;
-            memcpy (out + o, &w, 8);
-            i += 8;
-            o += 8;
-        }
+        s_copy_plain (in, len, out, room, &i, &o);
         if (i >= len)
             break;
-        unsigned char c = in [i];
-        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-            if (o + 1 > room)
-                break;
-            out [o++] = (char) c;
-            i++;
-            continue;
-        }
-        if (c < 0x80 && c != 0) {
-            char e [6] = { '\\', 0, '0', '0', hex [c >> 4], hex [c & 15] };
-            size_t n = 2;
-            switch (c) {
-                case '"':  e [1] = '"'; break;
-                case '\\': e [1] = '\\'; break;
-                case '\n': e [1] = 'n'; break;
-                case '\r': e [1] = 'r'; break;
-                case '\t': e [1] = 't'; break;
-                case '\b': e [1] = 'b'; break;
-                case '\f': e [1] = 'f'; break;
-                default:   e [1] = 'u'; n = 6;
-            }
-            if (o + n > room)
-                break;
-            memcpy (out + o, e, n);
-            o += n;
-            i++;
-            continue;
-        }
-        size_t n = s_seq_len (c);
-        if (n > 1 && i + n > len) {
-            //  Cut mid-character? Hold it back if what we have is a prefix.
-            size_t have = len - i, j = 1;
-            while (j < have && (in [i + j] & 0xc0) == 0x80)
-                j++;
-            if (j == have)
-                break;
-        }
-        if (c == 0 || n == 0 || i + n > len || !s_seq_ok (in + i, n)) {
-            if (o + 3 > room)           //  U+FFFD; for NUL too (JSON peers refuse \u0000)
-                break;
-            memcpy (out + o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-            continue;
-        }
-        if (o + n > room)
+        size_t took = 1, n;
+        if (in [i] < 0x80 && in [i] != 0)
+            n = s_escape_ascii (in [i], out + o, room - o);
+        else
+            n = s_escape_multi (in + i, len - i, out + o, room - o, &took);
+        if (n == 0)
             break;
-        memcpy (out + o, in + i, n);
         o += n;
-        i += n;
+        i += took;
     }
     *used = i;
     return o;
@@ -306,6 +337,28 @@ s_out_room (kn_capture_t *self, size_t need)
     s_grow ((void **) &self->out, &self->out_cap, self->out_len + need, 1, 65536);
 }
 
+//  Finish the held character h with the first bytes of data (moved past
+//  them). False when it is still incomplete: this write was that short.
+static bool
+s_finish_held (kn_capture_t *self, s_hold_t *h, const unsigned char **data, size_t *len)
+{
+    unsigned char tmp [8];
+    size_t used, take = *len < 4 ? *len : 4, n = h->len + take;
+    memcpy (tmp, h->b, h->len);
+    memcpy (tmp + h->len, *data, take);
+    s_out_room (self, 6 * n);
+    self->out_len += kn_json_escape (tmp, n, self->out + self->out_len, 6 * n, &used);
+    if (used < h->len) {
+        memmove (h->b, tmp + used, n - used);
+        h->len = n - used;
+        return false;
+    }
+    *data += used - h->len;
+    *len -= used - h->len;
+    h->len = 0;
+    return true;
+}
+
 //  Escape data[0..len) of one source into texts; an incomplete tail is held.
 static void
 s_send_bytes (kn_capture_t *self, int stream, int src, const unsigned char *data, size_t len)
@@ -315,23 +368,8 @@ s_send_bytes (kn_capture_t *self, int stream, int src, const unsigned char *data
         s_out_flush (self);
     self->out_stream = stream;
     size_t used;
-    if (h->len && len) {
-        //  Finish the held character with the first bytes of this write.
-        unsigned char tmp [8];
-        size_t take = len < 4 ? len : 4, n = h->len + take;
-        memcpy (tmp, h->b, h->len);
-        memcpy (tmp + h->len, data, take);
-        s_out_room (self, 6 * n);
-        self->out_len += kn_json_escape (tmp, n, self->out + self->out_len, 6 * n, &used);
-        if (used < h->len) {    //  still incomplete (this write was that short)
-            memmove (h->b, tmp + used, n - used);
-            h->len = n - used;
-            return;
-        }
-        data += used - h->len;
-        len -= used - h->len;
-        h->len = 0;
-    }
+    if (h->len && len && !s_finish_held (self, h, &data, &len))
+        return;
     while (len) {
         if (self->out_len + 6 > self->cap)
             s_out_flush (self);
@@ -526,6 +564,42 @@ kn_capture_set_max_text (kn_capture_t *self, size_t max_text)
     pthread_mutex_unlock (&self->send);
 }
 
+//  Lock held, and held again on return: wait for the pipes or a wake-up,
+//  until the window's deadline if bytes are queued. Returns poll's result.
+static int
+s_wait (kn_capture_t *self, struct pollfd *p)
+{
+    int timeout = -1;
+    if (self->first_ms) {
+        int64_t left = self->first_ms + self->window_ms - ch_now_ms ();
+        timeout = left > 0 ? (int) left : 0;
+    }
+    self->idle = timeout < 0;
+    pthread_mutex_unlock (&self->lock);
+    int rc = poll (p, 3, timeout);
+    if (rc > 0 && (p [2].revents & POLLIN)) {
+        char junk [64];
+        while (read (self->wake [0], junk, sizeof junk) > 0)
+            ;
+    }
+    pthread_mutex_lock (&self->lock);
+    self->idle = false;
+    return rc;
+}
+
+//  Lock held: small fd writes (a C loop, a chatty child) came: let them pile
+//  up in the pipe rather than wake up for each one.
+static void
+s_coalesce (kn_capture_t *self, int64_t now)
+{
+    int64_t left = self->first_ms + self->window_ms - now;
+    int ms = left < S_COALESCE_MS ? (int) left : S_COALESCE_MS;
+    pthread_mutex_unlock (&self->lock);
+    if (ms > 0)
+        poll (NULL, 0, ms);
+    pthread_mutex_lock (&self->lock);
+}
+
 static void *
 s_thread (void *arg)
 {
@@ -536,21 +610,7 @@ s_thread (void *arg)
     };
     pthread_mutex_lock (&self->lock);
     while (!self->stop) {
-        int timeout = -1;
-        if (self->first_ms) {
-            int64_t left = self->first_ms + self->window_ms - ch_now_ms ();
-            timeout = left > 0 ? (int) left : 0;
-        }
-        self->idle = timeout < 0;
-        pthread_mutex_unlock (&self->lock);
-        int rc = poll (p, 3, timeout);
-        if (rc > 0 && (p [2].revents & POLLIN)) {
-            char junk [64];
-            while (read (self->wake [0], junk, sizeof junk) > 0)
-                ;
-        }
-        pthread_mutex_lock (&self->lock);
-        self->idle = false;
+        int rc = s_wait (self, p);
         size_t got = 0;
         for (int i = 0; rc > 0 && i < 2; i++)
             if (p [i].revents & POLLIN)
@@ -563,16 +623,8 @@ s_thread (void *arg)
             kn_capture_flush (self);
             pthread_mutex_lock (&self->lock);
         }
-        else if (got && got < S_BULK && !self->stop) {
-            //  Small fd writes (a C loop, a chatty child): let them pile up
-            //  in the pipe rather than wake up for each one.
-            int64_t left = self->first_ms + self->window_ms - now;
-            int ms = left < S_COALESCE_MS ? (int) left : S_COALESCE_MS;
-            pthread_mutex_unlock (&self->lock);
-            if (ms > 0)
-                poll (NULL, 0, ms);
-            pthread_mutex_lock (&self->lock);
-        }
+        else if (got && got < S_BULK && !self->stop)
+            s_coalesce (self, now);
     }
     pthread_mutex_unlock (&self->lock);
     return NULL;

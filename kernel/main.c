@@ -103,6 +103,47 @@ s_capture_flush (void *arg)
     kn_capture_flush (arg);
 }
 
+//  Log to a copy of fd 2, taken before the capture puts a pipe there.
+static void
+s_start_log (const s_args_t *a)
+{
+    signal (SIGPIPE, SIG_IGN);
+    int logfd = fcntl (2, F_DUPFD_CLOEXEC, 3);
+    kn_log_init (logfd >= 0 ? logfd : 2, (kn_log_level_t) a->log_level);
+}
+
+//  The kernel on the channel fd, and the capture of fd 1 and 2 into it.
+//  NULL when either cannot be had.
+static kn_capture_t *
+s_start_kernel (int fd, const s_args_t *a, kn_kernel_t **kernel_p)
+{
+    kn_chan_t *chan = kn_chan_new (fd, a->max_frame);
+    kn_chan_set_device_mode (chan, a->device != NULL);
+    kn_kernel_config_t cfg = { a->outdir, KN_VERSION };
+    kn_kernel_t *kernel = kn_kernel_new (chan, &cfg);
+    *kernel_p = kernel;
+    kn_capture_t *capture = kernel ? kn_capture_new (NULL, kn_kernel_stream, kernel) : NULL;
+    //  A stream text and its envelope (header, the client's parent header)
+    //  fit in one frame, and no text is over 1 MiB: the gateway checks and
+    //  re-signs one message per reactor turn (~35 ms per MiB on a TCG host),
+    //  and its turns must stay short (docs/gateway.md).
+    if (capture)
+        kn_capture_set_max_text (capture, a->max_frame > (2u << 20) ? (1u << 20)
+                                                                    : a->max_frame / 2);
+    return capture;
+}
+
+//  Wire Python into the kernel and serve until the session ends.
+static int
+s_serve (kn_kernel_t *kernel, kn_capture_t *capture, kn_py_t *py)
+{
+    kn_kernel_set_flush (kernel, s_capture_flush, capture);
+    kn_interp_t interp;
+    kn_py_interp (py, &interp);
+    kn_kernel_set_interp (kernel, &interp);
+    return kn_kernel_run (kernel);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -111,9 +152,7 @@ main (int argc, char **argv)
         s_usage (stderr);
         return 2;
     }
-    signal (SIGPIPE, SIG_IGN);
-    int logfd = fcntl (2, F_DUPFD_CLOEXEC, 3);
-    kn_log_init (logfd >= 0 ? logfd : 2, (kn_log_level_t) a.log_level);
+    s_start_log (&a);
     int fd = s_open_channel (&a);
     if (fd < 0) {
         kn_log (KN_LOG_ERROR, "chan.open", "reason=\"cannot open the channel: %s\"",
@@ -123,18 +162,8 @@ main (int argc, char **argv)
     s_quiet_stdin (fd);
     //  realpath needs the directory: kn_kernel_new creates it first.
     setenv ("CELLVM_OUTDIR", a.outdir, 1);
-    kn_chan_t *chan = kn_chan_new (fd, a.max_frame);
-    kn_chan_set_device_mode (chan, a.device != NULL);
-    kn_kernel_config_t cfg = { a.outdir, KN_VERSION };
-    kn_kernel_t *kernel = kn_kernel_new (chan, &cfg);
-    kn_capture_t *capture = kernel ? kn_capture_new (NULL, kn_kernel_stream, kernel) : NULL;
-    //  A stream text and its envelope (header, the client's parent header)
-    //  fit in one frame, and no text is over 1 MiB: the gateway checks and
-    //  re-signs one message per reactor turn (~35 ms per MiB on a TCG host),
-    //  and its turns must stay short (docs/gateway.md).
-    if (capture)
-        kn_capture_set_max_text (capture, a.max_frame > (2u << 20) ? (1u << 20)
-                                                                   : a.max_frame / 2);
+    kn_kernel_t *kernel;
+    kn_capture_t *capture = s_start_kernel (fd, &a, &kernel);
     char err [512] = "";
     kn_py_t *py = capture ? kn_py_new (kernel, capture, err, sizeof err) : NULL;
     int status = 1;
@@ -142,11 +171,7 @@ main (int argc, char **argv)
         kn_log (KN_LOG_ERROR, "kernel.start", "reason=\"%s\"", err[0] ? err : "see above");
         goto done;
     }
-    kn_kernel_set_flush (kernel, s_capture_flush, capture);
-    kn_interp_t interp;
-    kn_py_interp (py, &interp);
-    kn_kernel_set_interp (kernel, &interp);
-    status = kn_kernel_run (kernel);
+    status = s_serve (kernel, capture, py);
 done:
     //  Python may still have user threads: leave without finalising it.
     if (capture)
