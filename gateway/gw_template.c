@@ -28,23 +28,14 @@
 
 #define S_BOOT_MS 300000            //  a cold boot to the warm-up cell's idle
 #define S_SAVE_MS 60000             //  saving the device state
-//  Also pay, once, for what a user's first error and first Tab would cost
-//  under TCG: IPython parsing its own source for the traceback (seconds),
-//  jedi's first completion, and the display formatters' first use (0.24 s
-//  on a restored clone's first `1`, and a DataFrame's HTML). It ends outside /workspace, which init
-//  then unmounts: a clone mounts whichever disk it was given (docs/sessions.md).
-#define S_WARMUP "import os, sys, random, uuid, json, base64\n" \
-                 "import numpy, pandas, IPython\n" \
-                 "import matplotlib, matplotlib.pyplot\n" \
-                 "_ip = get_ipython()\n" \
-                 "_ip.run_cell('1/0', store_history=False, silent=True)\n" \
-                 "from IPython.core.completer import provisionalcompleter as _pc\n" \
-                 "with _pc():\n" \
-                 "    _ = list(_ip.Completer.completions('import o', 8))\n" \
-                 "_ip.display_formatter.format(1)\n" \
-                 "_ip.display_formatter.format(pandas.DataFrame({'a': [1.5], 'b': ['x']}))\n" \
-                 "del _ip, _pc, _\n" \
-                 "os.chdir('/')\n"
+//  The warm-up lives in the kernel (kernel/py/cellvm_shell.py, warm_up): the
+//  usual imports, then once each what a user's first error, Tab, inspection,
+//  `?`, chart and DataFrame would cost under TCG. Being in the kernel's files,
+//  hence in the image, a change to it changes the template key. It leaves no
+//  name, history or count, and ends outside /workspace, which init then
+//  unmounts: a clone mounts whichever disk it was given (docs/sessions.md).
+#define S_WARMUP "__import__('cellvm_shell').warm_up()\n" \
+                 "__import__('os').chdir('/')\n"
 
 struct _gw_template_t {
     char path [PATH_MAX];           //  BASE/<key>
