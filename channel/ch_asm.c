@@ -16,6 +16,7 @@ struct _ch_asm_t {
     ch_msg_t *dropped;                          //  envelope of the last oversize one
     bool sync_ok;                               //  markers allowed between frames
     bool broken;                                //  -EPROTO seen since the last reset
+    size_t raw_min;                             //  ch_asm_set_raw_stream, 0: off
     char why [192];
 };
 
@@ -86,6 +87,13 @@ ch_asm_allow_sync (ch_asm_t *self)
     ch_frame_dec_allow_sync (self->dec);
 }
 
+void
+ch_asm_set_raw_stream (ch_asm_t *self, size_t min)
+{
+    assert (self);
+    self->raw_min = min;
+}
+
 const char *ch_asm_why (const ch_asm_t *self) { assert (self); return self->why; }
 const ch_msg_t *ch_asm_dropped (const ch_asm_t *self) { assert (self); return self->dropped; }
 const ch_limits_t *ch_asm_limits (const ch_asm_t *self) { assert (self); return &self->limits; }
@@ -121,7 +129,10 @@ static int
 s_frame (ch_asm_t *self, uint8_t **frame_p, size_t len, ch_msg_t **msg_p)
 {
     if (!self->pending) {
-        int rc = ch_msg_decode (*frame_p, len, &self->pending, self->why, sizeof self->why);
+        int rc = self->raw_min
+               ? ch_msg_decode_lazy (*frame_p, len, self->raw_min, &self->pending, self->why,
+                                     sizeof self->why)
+               : ch_msg_decode (*frame_p, len, &self->pending, self->why, sizeof self->why);
         if (rc < 0)
             return rc;
         self->pending_bytes = len;

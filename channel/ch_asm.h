@@ -47,6 +47,10 @@ void ch_asm_reset (ch_asm_t *self);
 //  after a kernel death, docs/channel.md); accept markers from then on.
 void ch_asm_hunt (ch_asm_t *self);
 
+//  Stream messages of at least min bytes keep their content as it came
+//  (ch_msg_decode_lazy): the gateway passes large texts on without a parse
+//  and a dump. 0 (the default): every message is parsed.
+void ch_asm_set_raw_stream (ch_asm_t *self, size_t min);
 //  Accept sync markers between frames.
 void ch_asm_allow_sync (ch_asm_t *self);
 

@@ -1,5 +1,6 @@
 /*  ch_msg - one message of the cellvm channel. */
 #include "ch_msg.h"
+#include "ch_jscan.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -19,6 +20,8 @@ struct _ch_msg_t {
     size_t buflen [CH_MSG_MAX_BUFFERS];
     ch_free_fn *buffree [CH_MSG_MAX_BUFFERS];   //  NULL: free()
     void *bufhint [CH_MSG_MAX_BUFFERS];
+    uint8_t *raw;                               //  content as it came, or NULL
+    size_t rawlen;
 };
 
 static const char *s_names [CH_COUNT] = {
@@ -149,6 +152,7 @@ ch_msg_destroy (ch_msg_t **self_p)
     json_decref (self->parent);
     json_decref (self->metadata);
     json_decref (self->content);
+    free (self->raw);
     for (size_t i = 0; i < self->nbuf; i++)
         ch_buf_release (self->buf [i], self->buffree [i], self->bufhint [i]);
     free (self);
@@ -233,10 +237,14 @@ char *
 ch_msg_encode (const ch_msg_t *self, size_t *len_p)
 {
     assert (self);
-    json_t *root = json_pack ("{s:s, s:O, s:O, s:O, s:O, s:I}",
+    //  Raw content was validated on its way in; only tests encode it again.
+    json_t *content = self->raw ? json_loadb ((const char *) self->raw, self->rawlen, 0, NULL)
+                                : json_incref (self->content);
+    assert (content);
+    json_t *root = json_pack ("{s:s, s:O, s:O, s:O, s:o, s:I}",
                               "channel", s_names [self->channel], "header", self->header,
                               "parent_header", self->parent, "metadata", self->metadata,
-                              "content", self->content, "buffers", (json_int_t) self->nbuf);
+                              "content", content, "buffers", (json_int_t) self->nbuf);
     if (!root)
         abort ();
     //  Strict JSON: NaN/Infinity cannot be represented by jansson reals at all.
@@ -357,4 +365,182 @@ ch_msg_set_metadata (ch_msg_t *self, json_t **metadata_p)
     json_decref (self->metadata);
     self->metadata = *metadata_p;
     *metadata_p = NULL;
+}
+
+//  ---------------------------------------------------------------------------
+//  Stream texts as they came (see ch_msg.h, ch_msg_decode_lazy).
+
+const uint8_t *
+ch_msg_raw_content (const ch_msg_t *self, size_t *len_p)
+{
+    assert (self && len_p);
+    *len_p = self->rawlen;
+    return self->raw;
+}
+
+uint8_t *
+ch_msg_take_raw_content (ch_msg_t *self, size_t *len_p)
+{
+    assert (self && len_p);
+    uint8_t *raw = self->raw;
+    *len_p = self->rawlen;
+    self->raw = NULL;
+    self->rawlen = 0;
+    return raw;
+}
+
+void
+ch_msg_set_raw_content (ch_msg_t *self, uint8_t **raw_p, size_t len)
+{
+    assert (self && raw_p);
+    free (self->raw);
+    self->raw = *raw_p;
+    self->rawlen = *raw_p ? len : 0;
+    *raw_p = NULL;
+}
+
+enum { S_CHANNEL, S_HEADER, S_PARENT, S_METADATA, S_CONTENT, S_BUFFERS, S_KEYS };
+
+typedef struct {
+    size_t at [S_KEYS], end [S_KEYS];           //  each member's value, when seen
+    bool seen [S_KEYS];
+} s_spans_t;
+
+static int
+s_key_index (const uint8_t *k, size_t n, const char *const *names, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (strlen (names [i]) == n && memcmp (names [i], k, n) == 0)
+            return i;
+    return -1;
+}
+
+//  The members of the object at p[i], each a known name seen once, into
+//  spans. -1 for anything else: the full parser then decides.
+static int
+s_members (const uint8_t *p, size_t len, size_t i, const char *const *names, int count,
+           s_spans_t *sp, size_t *end)
+{
+    if (i >= len || p [i] != '{')
+        return -1;
+    i = ch_jscan_ws (p, len, i + 1);
+    while (i < len && p [i] != '}') {
+        size_t kend;
+        if (ch_jscan_string (p, len, i, &kend) < 0 || !ch_jscan_plain (p, i, kend))
+            return -1;
+        int k = s_key_index (p + i + 1, kend - i - 2, names, count);
+        if (k < 0 || sp->seen [k])
+            return -1;
+        i = ch_jscan_ws (p, len, kend);
+        if (i >= len || p [i] != ':')
+            return -1;
+        sp->at [k] = i = ch_jscan_ws (p, len, i + 1);
+        if (ch_jscan_value (p, len, i, &i) < 0)
+            return -1;
+        sp->end [k] = i;
+        sp->seen [k] = true;
+        i = ch_jscan_ws (p, len, i);
+        if (i < len && p [i] == ',') {
+            i = ch_jscan_ws (p, len, i + 1);
+            if (i >= len || p [i] != '"')
+                return -1;
+        }
+        else if (i >= len || p [i] != '}')
+            return -1;
+    }
+    if (i >= len)
+        return -1;
+    *end = i + 1;
+    return 0;
+}
+
+//  Content {"name": <plain string>, "text": <string>}: name into out.
+static int
+s_stream_content (const uint8_t *p, size_t at, size_t end, char *out, size_t cap)
+{
+    static const char *const names [] = { "name", "text" };
+    s_spans_t sp = { 0 };
+    size_t stop;
+    if (s_members (p, end, at, names, 2, &sp, &stop) < 0 || stop != end
+    ||  !sp.seen [0] || !sp.seen [1] || p [sp.at [0]] != '"' || p [sp.at [1]] != '"'
+    ||  !ch_jscan_plain (p, sp.at [0], sp.end [0]) || sp.end [0] - sp.at [0] - 2 >= cap)
+        return -1;
+    size_t n = sp.end [0] - sp.at [0] - 2;
+    memcpy (out, p + sp.at [0] + 1, n);
+    out [n] = 0;
+    return 0;
+}
+
+static json_t *
+s_load_span (const uint8_t *p, const s_spans_t *sp, int k)
+{
+    if (!sp->seen [k])
+        return NULL;
+    return json_loadb ((const char *) p + sp->at [k], sp->end [k] - sp->at [k],
+                       JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, NULL);
+}
+
+static void
+s_keep_raw (ch_msg_t *self, const uint8_t *p, const s_spans_t *sp)
+{
+    self->rawlen = sp->end [S_CONTENT] - sp->at [S_CONTENT];
+    self->raw = malloc (self->rawlen);
+    if (!self->raw)
+        abort ();
+    memcpy (self->raw, p + sp->at [S_CONTENT], self->rawlen);
+}
+
+//  The envelope from its spans, parsed; a stream message's content kept raw.
+static int
+s_decode_raw (const uint8_t *p, size_t len, ch_msg_t **msg_p)
+{
+    static const char *const names [S_KEYS] = {
+        "channel", "header", "parent_header", "metadata", "content", "buffers"
+    };
+    s_spans_t sp = { 0 };
+    size_t end;
+    char name [16];
+    int rc = -1;
+    if (s_members (p, len, ch_jscan_ws (p, len, 0), names, S_KEYS, &sp, &end) < 0
+    ||  ch_jscan_ws (p, len, end) != len || !sp.seen [S_CONTENT]
+    ||  s_stream_content (p, sp.at [S_CONTENT], sp.end [S_CONTENT], name, sizeof name) < 0)
+        return -1;
+    ch_msg_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    json_t *channel = s_load_span (p, &sp, S_CHANNEL), *nb = s_load_span (p, &sp, S_BUFFERS);
+    json_t *parent = s_load_span (p, &sp, S_PARENT), *meta = s_load_span (p, &sp, S_METADATA);
+    self->header = s_load_span (p, &sp, S_HEADER);
+    self->parent = parent ? (json_is_object (parent) ? json_incref (parent) : NULL)
+                          : json_object ();
+    self->metadata = meta ? (json_is_object (meta) ? json_incref (meta) : NULL) : json_object ();
+    self->content = json_pack ("{s:s}", "name", name);
+    int ch = ch_channel_from_name (json_string_value (channel));
+    if (!json_is_object (self->header) || s_envelope_fault (self, ch, nb)
+    ||  strcmp (ch_msg_type (self), "stream") != 0 || (sp.seen [S_BUFFERS] && !nb))
+        goto fail;
+    self->channel = (ch_channel_t) ch;
+    self->expected = nb ? (size_t) json_integer_value (nb) : 0;
+    s_keep_raw (self, p, &sp);
+    *msg_p = self;
+    self = NULL;
+    rc = 0;
+fail:
+    json_decref (channel);
+    json_decref (nb);
+    json_decref (parent);
+    json_decref (meta);
+    ch_msg_destroy (&self);
+    return rc;
+}
+
+int
+ch_msg_decode_lazy (const uint8_t *data, size_t len, size_t raw_min, ch_msg_t **msg_p,
+                    char *err, size_t errlen)
+{
+    assert (msg_p);
+    *msg_p = NULL;
+    if (len >= raw_min && s_decode_raw (data, len, msg_p) == 0)
+        return 0;
+    return ch_msg_decode (data, len, msg_p, err, errlen);
 }

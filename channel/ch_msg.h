@@ -39,6 +39,20 @@ ch_msg_t *ch_msg_from_parts (ch_channel_t channel, json_t **header_p, json_t **p
 int ch_msg_decode (const uint8_t *data, size_t len, ch_msg_t **msg_p,
                    char *err, size_t errlen);
 
+//  As ch_msg_decode, but a stream message whose frame is at least raw_min
+//  bytes keeps its content as the bytes it came in (ch_msg_raw_content):
+//  validated as strictly as the parser would (ch_jscan), not parsed, and
+//  exactly {"name": ..., "text": ...}; ch_msg_content then holds only the
+//  name. Anything else, or any doubt, goes through ch_msg_decode.
+int ch_msg_decode_lazy (const uint8_t *data, size_t len, size_t raw_min, ch_msg_t **msg_p,
+                        char *err, size_t errlen);
+//  Content kept as it came (valid JSON object text), or NULL; *len_p its size.
+const uint8_t *ch_msg_raw_content (const ch_msg_t *self, size_t *len_p);
+//  Take it out (caller frees), NULL when none.
+uint8_t *ch_msg_take_raw_content (ch_msg_t *self, size_t *len_p);
+//  Give the message raw content (valid JSON object text the caller
+//  validated); steals *raw_p. It goes on the wire instead of content.
+void ch_msg_set_raw_content (ch_msg_t *self, uint8_t **raw_p, size_t len);
 //  Encode the JSON frame (buffers not included). Caller frees the result.
 char *ch_msg_encode (const ch_msg_t *self, size_t *len_p);
 

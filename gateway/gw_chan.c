@@ -27,6 +27,8 @@ struct _gw_chan_t {
     char why [192];                             //  reason of the last bad input
 };
 
+#define GW_CHAN_RAW_MIN 1024     //  smaller frames are parsed as usual
+
 gw_chan_t *
 gw_chan_new (int fd, uint32_t max_frame, size_t max_msg, size_t max_out)
 {
@@ -38,6 +40,9 @@ gw_chan_new (int fd, uint32_t max_frame, size_t max_msg, size_t max_out)
     self->max_frame = max_frame;
     ch_limits_t lim = { .max_frame = max_frame, .max_msg = max_msg };
     self->asm_ = ch_asm_new (&lim);
+    //  Large stream texts go to the client as they came: validated, not
+    //  parsed and dumped again (the bulk of the gateway's work on output).
+    ch_asm_set_raw_stream (self->asm_, GW_CHAN_RAW_MIN);
     self->out = ch_outq_new (max_frame, max_out ? max_out : 4 * max_msg);
     int flags = fcntl (fd, F_GETFL);
     if (flags >= 0)

@@ -221,7 +221,11 @@ gw_check_kernel_msg (const ch_msg_t *msg, char *why, size_t whylen)
         return -EBADMSG;
     }
     json_t *content = ch_msg_content (msg);
-    if (s_check_fields (content, schema->fields, why, whylen) < 0)
+    size_t rawlen = 0;
+    const char *fields = schema->fields;
+    if (ch_msg_raw_content (msg, &rawlen))
+        fields = "name:s";                      //  text: validated by ch_jscan
+    if (s_check_fields (content, fields, why, whylen) < 0)
         return -EBADMSG;
     if (ch != CH_CELLVM && s_check_values (type, content, why, whylen) < 0)
         return -EBADMSG;

@@ -89,6 +89,10 @@ gw_out_relay (gw_out_t *self, ch_msg_t *kmsg, const gw_frames_t *ids, const json
     ch_msg_t *out = ch_msg_new (ch, ch_msg_type (kmsg), parent, &content, self->session);
     json_t *metadata = json_incref (ch_msg_metadata (kmsg));
     ch_msg_set_metadata (out, &metadata);
+    size_t rawlen = 0;
+    uint8_t *raw = ch_msg_take_raw_content (kmsg, &rawlen);
+    if (raw)
+        ch_msg_set_raw_content (out, &raw, rawlen);
     for (size_t i = 0; i < ch_msg_nbuffers (kmsg); i++) {
         size_t len = 0;
         ch_free_fn *free_fn = NULL;

@@ -502,6 +502,17 @@ gw_wire_encode (gw_wire_t *self, const gw_frames_t *ids, const ch_msg_t *msg)
     return out;
 }
 
+//  Raw content (ch_msg_raw_content) goes out as it came in.
+static uint8_t *
+s_memdup (const uint8_t *data, size_t len)
+{
+    uint8_t *copy = malloc (len ? len : 1);
+    if (!copy)
+        abort ();
+    memcpy (copy, data, len);
+    return copy;
+}
+
 gw_frames_t *
 gw_wire_encode_head (gw_wire_t *self, const gw_frames_t *ids, const ch_msg_t *msg)
 {
@@ -512,8 +523,10 @@ gw_wire_encode_head (gw_wire_t *self, const gw_frames_t *ids, const ch_msg_t *ms
     };
     uint8_t *parts [4];
     size_t lens [4];
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 3; i++)
         parts [i] = (uint8_t *) s_dump (parts_json [i], &lens [i]);
+    const uint8_t *raw = ch_msg_raw_content (msg, &lens [3]);
+    parts [3] = raw ? s_memdup (raw, lens [3]) : (uint8_t *) s_dump (parts_json [3], &lens [3]);
     char sig [S_SIG_MAX];
     int siglen = gw_hmac_sign (self->hmac, (const uint8_t *const *) parts, lens, 4,
                                sig, sizeof sig);
