@@ -113,6 +113,10 @@ typedef struct {
     //  every hello (docs/channel.md), and the port outlives a kernel, so each
     //  new channel skips to the next marker first.
     bool sync_markers;
+    //  keep_workspace works with the kernel still running (it freezes the
+    //  VM's /workspace): a client's restart need not wait for the kernel to
+    //  exit first (gw_session, docs/sessions.md).
+    bool keep_live;
 } gw_backend_t;
 
 //  The session calls a backend only through these, which own the defaults

@@ -698,7 +698,7 @@ gw_backend_microvm_new_opts (const gw_vm_config_t *cfg, const gw_microvm_opts_t 
     *be = (gw_backend_t) {
         .name = "microvm", .start = s_start, .connect = s_connect, .kill = s_kill,
         .reap = s_reap, .pid = s_pid, .destroy = s_destroy, .ctx = self,
-        .sync_markers = true, .event_fd = s_event_fd, .on_event = s_on_event,
+        .sync_markers = true, .keep_live = true, .event_fd = s_event_fd, .on_event = s_on_event,
         .put_chunk = s_put_chunk, .get_chunk = s_get_chunk, .cancel_chunks = s_cancel_chunks,
         .keep_workspace = gw_microvm__keep_workspace, .snapshot = gw_microvm__snapshot,
         .pause = gw_microvm__pause, .workspace = gw_microvm__workspace,

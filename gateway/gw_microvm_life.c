@@ -157,12 +157,12 @@ gw_microvm__started (s_self_t *self, int rc, const char *how)
 //  ---------------------------------------------------------------------------
 //  Keeping /workspace for the next gateway
 
-//  Ask init to stop the kernel and unmount /workspace, and wait.
+//  Ask init to freeze the kernel and /workspace (the VM ends next), and wait.
 static int
 s_detach_now (s_self_t *self, char *err, size_t errlen)
 {
     ch_msg_t *reply = NULL;
-    json_t *c = json_pack ("{s:b}", "kill_kernel", 1);
+    json_t *c = json_pack ("{s:b}", "freeze", 1);
     int rc = gw_init_call (self->init, "workspace_detach_request", &c, NULL, 0, S_DETACH_MS,
                            &reply);
     json_decref (c);

@@ -37,6 +37,7 @@ typedef struct {
     size_t len;                 //  the random bytes
     int signal;                 //  kill
     int kill_kernel;            //  workspace_detach
+    int freeze;                 //  workspace_detach: stop the kernel, freeze /workspace
     int has_time;               //  set_time; hello: "time" was given
     double time;
     const char *protocol;       //  hello: the host's "protocol", NULL if absent

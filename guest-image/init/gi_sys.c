@@ -68,10 +68,13 @@ gi_sys_mount_base (void)
 }
 
 static int s_flush (const char *disk);
+static int s_freeze (const char *dir);
 
 //  The system, unless a test stands in for it (gi_sys_set_disk).
-static const gi_sys_disk_t s_system = { GI_DISK, GI_WORKSPACE, mount, umount2, chown, s_flush };
-static gi_sys_disk_t s_disk = { GI_DISK, GI_WORKSPACE, mount, umount2, chown, s_flush };
+static const gi_sys_disk_t s_system = { GI_DISK, GI_WORKSPACE, mount, umount2, chown, s_flush,
+                                        s_freeze };
+static gi_sys_disk_t s_disk = { GI_DISK, GI_WORKSPACE, mount, umount2, chown, s_flush,
+                                s_freeze };
 
 void
 gi_sys_set_disk (const gi_sys_disk_t *disk)
@@ -197,6 +200,29 @@ gi_sys_workspace_unmount (int wait_ms)
             return rc;
         nanosleep (&(struct timespec) { 0, 10 * 1000 * 1000 }, NULL);
     }
+}
+
+int
+gi_sys_workspace_freeze (void)
+{
+    //  Stopped where they are: the kernel's processes use no more CPU and
+    //  write nothing more (cgroup v2's freezer, the kernel's own cgroup).
+    int rc = gi_sys_write_file (GI_CGROUP "/cgroup.freeze", "1");
+    if (rc < 0)
+        gi_log ("cannot freeze the kernel's cgroup: %s", strerror (-rc));
+    sync ();
+    return s_disk.freeze (s_disk.dir);
+}
+
+static int
+s_freeze (const char *dir)
+{
+    int fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = ioctl (fd, FIFREEZE, 0) < 0 ? -errno : 0;
+    close (fd);
+    return rc;
 }
 
 static int

@@ -23,8 +23,8 @@ int gi_sys_mount_base (void);
 
 //  What mounting and unmounting the session disk go through: the system, or
 //  a unit test's stand-ins (which then never touch a real disk). mount,
-//  umount2 and chown return 0 or -1 with errno, as the calls do; flush
-//  returns 0 or -errno.
+//  umount2 and chown return 0 or -1 with errno, as the calls do; flush and
+//  freeze (FIFREEZE on the mounted dir) return 0 or -errno.
 typedef struct {
     const char *disk;           //  the block device, GI_DISK
     const char *dir;            //  where it is mounted, GI_WORKSPACE
@@ -33,6 +33,7 @@ typedef struct {
     int (*umount2) (const char *dir, int flags);
     int (*chown) (const char *path, uid_t uid, gid_t gid);
     int (*flush) (const char *disk);
+    int (*freeze) (const char *dir);
 } gi_sys_disk_t;
 
 //  Tests only: go through disk from now on (copied; NULL: the system).
@@ -53,6 +54,10 @@ int gi_sys_workspace_attach (void);
 //  wait_ms. 0 (also when it was not mounted) or -errno (-EBUSY: a process
 //  still has its cwd or a file there).
 int gi_sys_workspace_unmount (int wait_ms);
+//  Freeze the kernel's cgroup, then sync and freeze /workspace (FIFREEZE):
+//  on the disk, ext4 is then clean, as after an unmount. Nothing in the VM
+//  writes to it again; only for a VM that is about to end.
+int gi_sys_workspace_freeze (void);
 
 //  fsync the session disk and drop every cached block of it (BLKFLSBUF):
 //  the host's copy is then whole, and a disk swapped underneath is read

@@ -21,13 +21,13 @@
 //  and how they answer.
 
 static struct {
-    int mounts, umounts, chowns, flushes;       //  calls
+    int mounts, umounts, chowns, flushes, freezes;      //  calls
     int mount_fails;                            //  mount fails this often (-1: always)
     int mount_errno;                            //  ... with this
     int busy;                                   //  umount2 says EBUSY this often (-1: always)
     char src [PATH_MAX], dst [PATH_MAX], type [16];     //  the last mount
     unsigned long flags;
-    char umounted [PATH_MAX], flushed [PATH_MAX];
+    char umounted [PATH_MAX], flushed [PATH_MAX], frozen [PATH_MAX];
     int umount_flags;
     char chowned [2][PATH_MAX];                 //  the first two chowns
     uid_t uid;
@@ -78,6 +78,14 @@ s_mock_chown (const char *path, uid_t uid, gid_t gid)
 }
 
 static int
+s_mock_freeze (const char *dir)
+{
+    s_disk.freezes++;
+    snprintf (s_disk.frozen, sizeof s_disk.frozen, "%s", dir);
+    return 0;
+}
+
+static int
 s_mock_flush (const char *disk)
 {
     s_disk.flushes++;
@@ -96,7 +104,7 @@ s_setup_disk (void **state, const char *workspace)
     tu_tmpdir (s_disk.dir, sizeof s_disk.dir, "test_gi_workspace_disk");
     tu_path (s_disk.disk, sizeof s_disk.disk, s_disk.dir, "vdb");
     gi_sys_disk_t disk = { s_disk.disk, f->root, s_mock_mount, s_mock_umount2, s_mock_chown,
-                           s_mock_flush };
+                           s_mock_flush, s_mock_freeze };
     gi_sys_set_disk (&disk);
     return 0;
 }
@@ -195,6 +203,26 @@ test_gi_workspace_detach_unmounts_and_flushes_the_disk (void **state)
     assert_int_equal (s_disk.umounts, 1);
     assert_int_equal (s_disk.flushes, 2);
     assert_int_equal (s_disk.mounts, 0);
+}
+
+//  A restart's hand-over: the kernel is frozen, not waited for, and
+//  /workspace frozen in place (no unmount), then the disk flushed.
+static void
+test_gi_workspace_detach_with_freeze_freezes_and_flushes (void **state)
+{
+    tu_gi_t *f = (tu_gi_t *) *state;
+    json_t *c = s_simple (f, "workspace_detach_request", "{\"freeze\": true}", "ok");
+    assert_true (json_is_true (json_object_get (c, "frozen")));
+    assert_true (json_is_false (json_object_get (c, "kernel_killed")));
+    json_decref (c);
+    assert_int_equal (s_disk.freezes, 1);
+    assert_string_equal (s_disk.frozen, f->root);
+    assert_int_equal (s_disk.umounts, 0);
+    assert_int_equal (s_disk.flushes, 1);
+    assert_string_equal (s_disk.flushed, s_disk.disk);
+    s_expect_error (f, "workspace_detach_request", "{\"freeze\": \"yes\"}", "BadRequest",
+                    "freeze must be true or false: Invalid argument");
+    assert_int_equal (s_disk.freezes, 1);
 }
 
 static void
@@ -373,6 +401,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_gi_workspace_detach_refuses_a_tmpfs_workspace,
                                          s_setup_tmpfs, s_teardown),
         S_EXT4 (test_gi_workspace_detach_unmounts_and_flushes_the_disk),
+        S_EXT4 (test_gi_workspace_detach_with_freeze_freezes_and_flushes),
         S_EXT4 (test_gi_workspace_files_are_refused_while_detached),
         S_EXT4 (test_gi_workspace_hello_mounts_a_detached_workspace),
         S_EXT4 (test_gi_workspace_detach_of_a_busy_workspace_is_workspace_busy),

@@ -353,6 +353,44 @@ test_gw_session_shutdown_reply_is_synthesized (void **state)
     json_decref (h);
 }
 
+//  A restart on a backend that keeps /workspace from a live kernel (microvm):
+//  the gateway answers at once, as the kernel would have (busy, the reply,
+//  idle), and ends without waiting for the kernel; the kernel is never asked.
+static void
+test_gw_session_restart_in_place_answers_without_the_kernel (void **state)
+{
+    tu_session_t *f = *state;
+    f->mock.keep_live = true;
+    tu_session_start_ready (f);
+    json_t *h = tu_session_client_request (f, CH_CONTROL, "shutdown_request", "sd-3",
+                                           json_pack ("{s:b}", "restart", 1), 0);
+    tu_session_pump (f, 50);
+    assert_true (gw_session_finished (f->session));
+    assert_true (gw_session_restart_requested (f->session));
+    tu_session_seen_t *reply = tu_session_find_seen (f, "shutdown_reply", 0);
+    assert_non_null (reply);
+    assert_int_equal (reply->channel, CH_CONTROL);
+    assert_true (json_is_true (json_object_get (reply->content, "restart")));
+    assert_string_equal (json_string_value (json_object_get (reply->content, "status")), "ok");
+    assert_true (json_equal (reply->parent, h));
+    assert_null (tu_session_kernel_recv (f, 100));      //  nothing went to the kernel
+    json_decref (h);
+}
+
+static void
+test_gw_session_shutdown_without_restart_still_asks_the_kernel (void **state)
+{
+    tu_session_t *f = *state;
+    f->mock.keep_live = true;
+    tu_session_start_ready (f);
+    json_t *h = tu_session_client_request (f, CH_CONTROL, "shutdown_request", "sd-4",
+                                           json_pack ("{s:b}", "restart", 0), 0);
+    ch_msg_t *req = tu_session_expect_at_kernel (f, "sd-4");
+    assert_false (gw_session_finished (f->session));
+    ch_msg_destroy (&req);
+    json_decref (h);
+}
+
 static void
 test_gw_session_gives_up_after_failed_starts (void **state)
 {
@@ -418,6 +456,8 @@ main (void)
         TU_SESSION_CASE (test_gw_session_shutdown_request_completes),
         TU_SESSION_CASE (test_gw_session_shutdown_stops_a_stuck_kernel),
         TU_SESSION_CASE (test_gw_session_shutdown_reply_is_synthesized),
+        TU_SESSION_CASE (test_gw_session_restart_in_place_answers_without_the_kernel),
+        TU_SESSION_CASE (test_gw_session_shutdown_without_restart_still_asks_the_kernel),
         TU_SESSION_CASE (test_gw_session_gives_up_after_failed_starts),
         TU_SESSION_CASE (test_gw_session_late_output_keeps_its_parent),
     };

@@ -262,7 +262,8 @@ tu_session_start (tu_session_t *f, const gw_session_opts_t *opts)
                                 .reap = s_mock_reap, .pid = s_mock_pid,
                                 .event_fd = s_mock_event_fd, .on_event = s_mock_on_event,
                                 .destroy = s_mock_destroy, .ctx = &f->mock,
-                                .sync_markers = f->mock.sync_markers };
+                                .sync_markers = f->mock.sync_markers,
+                                .keep_live = f->mock.keep_live };
     f->session = gw_session_new (&backend, opts, s_on_emit, f);
     assert_null (backend);
     char err [256];

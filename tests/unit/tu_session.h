@@ -28,6 +28,7 @@ typedef struct {
     int connect_after;                          //  start returns no fd; connect gives it after n tries
     int pending_fd;                             //  the session's end, until connect hands it out
     bool sync_markers;                          //  a virtio port: markers before hellos
+    bool keep_live;                             //  gw_backend_t.keep_live
     bool exited;                                //  reap reports this exit
     gw_exit_t exit;
 } tu_session_mock_t;
