@@ -595,26 +595,6 @@ gw_snapref_mismatch (const gw_snapref_t *self, const json_t *expected, char *why
     return NULL;
 }
 
-int
-gw_snapref_verify_state (const gw_snapref_t *self, char *err, size_t errlen)
-{
-    assert (self);
-    const char *want = json_string_value (json_object_get (self->meta, "state_sha256"));
-    char hex [65];
-    if (!want || strlen (want) != 64)
-        return s_fail (err, errlen, -EBADMSG, "snapshot \"%s\" is corrupt: meta.json has no "
-                       "state_sha256", self->name);
-    //  O_NONBLOCK: a FIFO swapped in since open hashes as empty, not forever.
-    int rc = ch_sha256_file (self->state, O_NOFOLLOW | O_NONBLOCK, hex, NULL);
-    if (rc < 0)
-        return s_fail (err, errlen, rc, "snapshot \"%s\": its state file cannot be read: %s",
-                       self->name, strerror (-rc));
-    if (strcmp (hex, want))
-        return s_fail (err, errlen, -EBADMSG, "snapshot \"%s\" is corrupt: its state file's "
-                       "SHA-256 is %.12s..., meta.json says %.12s...", self->name, hex, want);
-    return 0;
-}
-
 //  ==========================================================================
 //  Listing, removal, collection.
 

@@ -1,4 +1,5 @@
 /*  gw_vmsave - session snapshots: save and resume (see gw_vmsave.h). */
+#include "gw_snapstamp.h"
 #include "gw_vmsave.h"
 #include "ch_util.h"
 #include "gw_log.h"
@@ -251,6 +252,8 @@ s_meta (const gw_vmsave_req_t *req, const char *staging, const char *qemu_versio
         "tsc_khz", (int) tsc, "mem_named", named,
         "state_bytes", (json_int_t) state_bytes, "state_sha256", hex,
         "disk_file_bytes", (json_int_t) disk_bytes));
+    snprintf (path, sizeof path, "%s/" GW_SNAP_STATE, staging);
+    gw_snapstamp_write (staging, path, hex);    //  its resumes need not hash it again
     if (req->extra)
         json_object_update (meta, req->extra);
     return meta;

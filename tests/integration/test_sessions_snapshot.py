@@ -145,7 +145,8 @@ def test_snapshot_reply_store_files_and_meta(base):
     for k in ("bytes", "ms", "pause_ms"):
         assert isinstance(c[k], int) and c[k] >= 0, (k, c)
     d = store / "base"
-    assert sorted(p.name for p in d.iterdir()) == ["meta.json", "state", "workspace.qcow2"]
+    assert sorted(p.name for p in d.iterdir()) == ["meta.json", "state", "verified.json",
+                                                   "workspace.qcow2"]
     assert c["bytes"] >= (d / "state").stat().st_size > 0
     meta = json.loads((d / "meta.json").read_text())
     image = json.loads((IMAGE / "image.json").read_text())
@@ -158,6 +159,11 @@ def test_snapshot_reply_store_files_and_meta(base):
     assert "accel" in meta and "cpu" in meta and "append" in meta, meta
     assert meta["state_bytes"] == (d / "state").stat().st_size
     assert meta["state_sha256"] == sha_file(d / "state")
+    # The stamp (gw_snapstamp.h): that hash, for exactly this file, so resumes skip it.
+    stamp, st = json.loads((d / "verified.json").read_text()), (d / "state").stat()
+    assert stamp["state_sha256"] == meta["state_sha256"], stamp
+    assert (stamp["ino"], stamp["size"], stamp["ctime_ns"]) == \
+        (st.st_ino, st.st_size, st.st_ctime_ns % 10**9), (stamp, st)
     assert meta["disk_file_bytes"] == (d / "workspace.qcow2").stat().st_size
     assert (d / "workspace.qcow2").read_bytes()[:4] == b"QFI\xfb"
     assert meta["reason"] == "request", meta
