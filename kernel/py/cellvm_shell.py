@@ -118,10 +118,10 @@ def _stdin_error_class():
 
 def _make_input(allow_stdin, password):
     def ask(prompt=""):
-        if not allow_stdin:
+        if not allow_stdin:         # ipykernel's class and words: tools match on them
             raise _stdin_error_class()(
-                "input() is not available: this client does not send input replies "
-                "(allow_stdin is false). Pass the value in the code instead.")
+                "%s was called, but this frontend does not support input requests."
+                % ("getpass" if password else "raw_input"))
         _flush_std()
         value = _cellvm.input(str(prompt), password)
         if value == "\x04":

@@ -176,9 +176,14 @@ def test_input_without_allow_stdin_raises(kernel):
     assert reply.content.get("ename") == "StdinNotImplementedError", reply.content
     (err,) = res.of_type("error")
     assert err.content["ename"] == "StdinNotImplementedError"
+    # ipykernel's words exactly (IPython.core.error's class): tools match on them.
+    assert err.content["evalue"] == ("raw_input was called, but this frontend does not "
+                                     "support input requests."), err.content
     res = kernel.execute("import getpass; getpass.getpass()", allow_stdin=False, timeout=10,
                          stop_on_error=False)
     assert res.reply.content.get("ename") == "StdinNotImplementedError"
+    assert res.reply.content.get("evalue") == ("getpass was called, but this frontend does "
+                                               "not support input requests."), res.reply.content
     assert res.stdin == []
 
 
