@@ -18,6 +18,7 @@
 #include "gw_files.h"
 #include "gw_worker.h"
 #include "gw_chan.h"
+#include "gw_env.h"
 #include "gw_check.h"
 #include "gw_log.h"
 #include "gw_out.h"
@@ -29,6 +30,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
+#include <unistd.h>                 //  environ
 
 #define S_MAX_OUTSTANDING 1024                  //  requests in flight per session
 #define S_MAX_HELD 1024                         //  messages waiting for a hello
@@ -157,6 +159,8 @@ static void
 s_send_hello (gw_session_t *self)
 {
     json_t *content = ch_hello_driver (CH_PROTO_CHANNEL, "cellvm-gateway", 1);
+    if (json_object_size (self->env))           //  the kernel applies it once (gw_env.h)
+        json_object_set (content, "env", self->env);
     ch_msg_t *hello = ch_msg_new (CH_CELLVM, "hello", NULL, &content, self->session);
     gw_chan_send (self->chan, hello);
     ch_msg_destroy (&hello);
@@ -617,6 +621,12 @@ gw_session_new (gw_backend_t **backend_p, const gw_session_opts_t *opts,
     zlistx_set_destructor (self->held, s_held_free);
     self->deferred = zlistx_new ();
     zlistx_set_destructor (self->deferred, s_held_free);
+    size_t skipped = 0;
+    self->env = gw_env_passed (environ, &skipped);
+    if (skipped)
+        gw_log (GW_LOG_WARN, "session.env_skipped", "count=%zu reason=\"a " GW_ENV_PREFIX
+                "NAME needs a NAME of [A-Za-z_][A-Za-z0-9_]* and a UTF-8 value, %d "
+                "variables and %u bytes at most\"", skipped, GW_ENV_MAX_VARS, GW_ENV_MAX_BYTES);
     return self;
 }
 
@@ -635,6 +645,7 @@ gw_session_destroy (gw_session_t **self_p)
     gw_out_destroy (&self->out);
     zlistx_destroy (&self->held);
     zlistx_destroy (&self->deferred);
+    json_decref (self->env);
     free (self);
     *self_p = NULL;
 }

@@ -22,6 +22,7 @@ struct _gw_session_t {
     gw_session_opts_t opts;                     //  with defaults filled in
     gw_out_t *out;                              //  to clients
     char session [37];                          //  header.session we sign with
+    json_t *env;                                //  for the kernel (gw_env), sent in hellos
     gw_session_state_t state;
     gw_chan_t *chan;                            //  the kernel's channel, NULL unless STARTING/READY
     gw_reqs_t *reqs;                            //  outstanding (and recent) requests

@@ -418,9 +418,11 @@ s_on_cellvm (kn_kernel_t *self, ch_msg_t **msg_p)
     }
     s_enter_workspace (self);
     s_send_hello (self);
-    //  After a snapshot restore the driver sends fresh entropy: the main
-    //  thread reseeds Python before the next request that enters it.
-    if (json_is_string (json_object_get (c, "entropy")))
+    //  After a snapshot restore the driver sends fresh entropy, and a client
+    //  may pass environment variables: the main thread applies both to Python
+    //  before the next request that enters it.
+    if (json_is_string (json_object_get (c, "entropy"))
+    ||  json_is_object (json_object_get (c, "env")))
         s_enqueue (self, msg_p);
 }
 
@@ -667,7 +669,10 @@ s_on_shell (kn_kernel_t *self, ch_msg_t **msg_p)
 {
     ch_msg_t *msg = *msg_p;
     if (ch_msg_channel (msg) == CH_CELLVM) {
-        //  An entropy hello: keep it for later; a newer one replaces it.
+        //  A hello with entropy or env: keep it for later. A newer one
+        //  replaces it, but never drops what the older one still carried.
+        if (self->reseed)
+            json_object_update_missing (ch_msg_content (msg), ch_msg_content (self->reseed));
         ch_msg_destroy (&self->reseed);
         self->reseed = msg;
         *msg_p = NULL;

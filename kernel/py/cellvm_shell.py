@@ -854,8 +854,21 @@ class Kernel:
         return self.backend.history(c)
 
     def do_cellvm_reseed_request(self, c):
-        """After a snapshot restore every clone holds the same generator states:
-        reseed them from the driver's entropy mixed with the (reseeded) pool."""
+        """The driver's hello, before any cell: after a snapshot restore every clone holds
+        the same generator states, so reseed them from the driver's entropy mixed with the
+        (reseeded) pool; and the environment a client passed (CELLVM_ENV_NAME, docs/gateway.md)
+        goes into os.environ, once per kernel process, so that a later hello (a paused
+        session resumed) does not undo what the user's code set since."""
+        global _ENV_APPLIED
+        env = c.get("env")
+        if isinstance(env, dict) and not _ENV_APPLIED:
+            for k, v in env.items():
+                if isinstance(k, str) and isinstance(v, str) and k and "=" not in k \
+                        and "\0" not in k + v:
+                    os.environ[k] = v
+            _ENV_APPLIED = True
+        if not isinstance(c.get("entropy"), str):
+            return {"status": "ok"}
         import hashlib
         import random
         seed = hashlib.sha512(base64.b64decode(c.get("entropy", "")) + os.urandom(32)).digest()
@@ -873,6 +886,7 @@ class Kernel:
 #  The snapshot template's warm-up (docs/snapshots.md).
 
 _KERNEL = None
+_ENV_APPLIED = False        # the hello's env went into os.environ (do_cellvm_reseed_request)
 WARM_UP_SECONDS = {}        # step -> seconds it took in the template
 WARM_UP_ERRORS = []         # "step: error" for each step that failed
 _W = "_cellvm_warm_"        # prefix of the names a step puts in the namespace, then removes

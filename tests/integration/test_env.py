@@ -1,0 +1,73 @@
+"""Environment variables a client means for the kernel (issue 13, item 6; docs/gateway.md
+"Environment"), on both backends.
+
+A client passes CELLVM_ENV_<NAME>=value (start_kernel(env=...), or a kernelspec's env); the
+kernel's os.environ has NAME=value before the first cell, and again after a restart. A name
+that is not a name is left out, with one warning line. On microvm nothing else of the client's
+or the host's environment reaches the guest (a canary variable), and passing env does not stop
+template clones from being reseeded (two sessions draw different random numbers).
+"""
+import json
+
+import pytest
+
+from sessions import BACKENDS, Session
+
+ENV = {"CELLVM_ENV_FOO": "bar baz", "CELLVM_ENV_QUOTE": 'a "q" \\ é', "CELLVM_ENV_9BAD": "x",
+       "CELLVM_CANARY_NOT_PASSED": "host-secret-123"}
+PROBE = ("import os, json, random\n"
+         "print(json.dumps({'FOO': os.environ.get('FOO'), 'QUOTE': os.environ.get('QUOTE'),\n"
+         "  'canary': [k for k, v in os.environ.items() if 'host-secret-123' in v],\n"
+         "  'bad': '9BAD' in os.environ, 'r': random.random()}))")
+
+
+def start(kernel, name):
+    s = Session(kernel, name=name, env=ENV)
+    try:
+        s.start()
+    except BaseException:
+        s.close()
+        raise
+    return s
+
+
+def probe(s):
+    r = s.run(PROBE)
+    assert r.status == "ok", r.describe()
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_prefixed_variables_reach_the_kernel_and_survive_a_restart(backend):
+    s = start(BACKENDS[backend], f"env-{backend}")
+    try:
+        got = probe(s)
+        assert got["FOO"] == "bar baz" and got["QUOTE"] == 'a "q" \\ é', got
+        assert got["bad"] is False, got
+        log = s.log_text()
+        assert "event=session.env_skipped count=1" in log, log[-3000:]
+        if backend == "microvm":
+            assert got["canary"] == [], got     # the client's own variables stay on the host
+        s.km.restart_kernel(now=False)
+        s.kc.wait_for_ready(timeout=60)
+        s.track()
+        again = probe(s)
+        assert again["FOO"] == "bar baz", again
+    finally:
+        s.close()
+
+
+def test_env_does_not_stop_clones_from_being_reseeded():
+    a, b = start("cellvm", "env-reseed-a"), None
+    try:
+        b = start("cellvm", "env-reseed-b")
+        ra, rb = probe(a), probe(b)
+        assert ra["FOO"] == rb["FOO"] == "bar baz"
+        for s in (a, b):
+            log = s.log_text()
+            assert "event=vm.restored" in log or "event=vm.from_pool" in log, log[-2000:]
+        assert ra["r"] != rb["r"], "two clones drew the same random number: not reseeded"
+    finally:
+        a.close()
+        if b:
+            b.close()
