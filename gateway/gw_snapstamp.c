@@ -6,7 +6,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -68,17 +67,7 @@ gw_snapstamp_write (const char *dir, const char *state, const char *sha)
 
 //  ---------------------------------------------------------------------------
 //  gw_snapref_verify_state (gw_snapstore.h): here, beside the stamp it uses.
-
-static int __attribute__ ((format (printf, 4, 5)))
-s_fail (char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    va_list args;
-    va_start (args, fmt);
-    if (err && errlen)
-        vsnprintf (err, errlen, fmt, args);
-    va_end (args);
-    return rc;
-}
+//  Each failure says which snapshot and what is wrong, in err.
 
 int
 gw_snapref_verify_state (const gw_snapref_t *self, char *err, size_t errlen)
@@ -88,19 +77,25 @@ gw_snapref_verify_state (const gw_snapref_t *self, char *err, size_t errlen)
     const char *want = json_string_value (json_object_get (gw_snapref_meta (self),
                                                            "state_sha256"));
     char hex [65];
-    if (!want || strlen (want) != 64)
-        return s_fail (err, errlen, -EBADMSG, "snapshot \"%s\" is corrupt: meta.json has no "
-                       "state_sha256", name);
+    int rc = -EBADMSG;
+    if (!want || strlen (want) != 64) {
+        snprintf (err, errlen, "snapshot \"%s\" is corrupt: meta.json has no state_sha256",
+                  name);
+        return rc;
+    }
     if (gw_snapstamp_matches (gw_snapref_dir (self), state, want))
         return 0;                               //  hashed before, and unchanged since
     //  O_NONBLOCK: a FIFO swapped in since open hashes as empty, not forever.
-    int rc = ch_sha256_file (state, O_NOFOLLOW | O_NONBLOCK, hex, NULL);
-    if (rc < 0)
-        return s_fail (err, errlen, rc, "snapshot \"%s\": its state file cannot be read: %s",
-                       name, strerror (-rc));
-    if (strcmp (hex, want))
-        return s_fail (err, errlen, -EBADMSG, "snapshot \"%s\" is corrupt: its state file's "
-                       "SHA-256 is %.12s..., meta.json says %.12s...", name, hex, want);
+    if ((rc = ch_sha256_file (state, O_NOFOLLOW | O_NONBLOCK, hex, NULL)) < 0) {
+        snprintf (err, errlen, "snapshot \"%s\": its state file cannot be read: %s", name,
+                  strerror (-rc));
+        return rc;
+    }
+    if (strcmp (hex, want)) {
+        snprintf (err, errlen, "snapshot \"%s\" is corrupt: its state file's SHA-256 is "
+                  "%.12s..., meta.json says %.12s...", name, hex, want);
+        return -EBADMSG;
+    }
     gw_snapstamp_write (gw_snapref_dir (self), state, want);   //  read-only store: next time
     return 0;
 }

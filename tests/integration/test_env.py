@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from sessions import BACKENDS, Session
+from sessions import BACKENDS, start_session
 
 ENV = {"CELLVM_ENV_FOO": "bar baz", "CELLVM_ENV_QUOTE": 'a "q" \\ é', "CELLVM_ENV_9BAD": "x",
        "CELLVM_CANARY_NOT_PASSED": "host-secret-123"}
@@ -22,13 +22,7 @@ PROBE = ("import os, json, random\n"
 
 
 def start(kernel, name):
-    s = Session(kernel, name=name, env=ENV)
-    try:
-        s.start()
-    except BaseException:
-        s.close()
-        raise
-    return s
+    return start_session(kernel, name=name, env=ENV)
 
 
 def probe(s):
