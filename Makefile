@@ -62,7 +62,7 @@ deps:
 	bash scripts/deps.sh
 
 kernel: $(B)/cellvm-kernel
-gateway: $(B)/cellvm-gateway $(B)/cellvm-launch
+gateway: $(B)/cellvm-gateway $(B)/cellvm-launch $(B)/cellvm-jailshim.so
 init: $(B)/cellvm-init
 kernelspecs: $(KERNELSPECS)
 
@@ -82,6 +82,12 @@ $(B)/cellvm-gateway: $(B)/obj/gateway/main.o $(GW_OBJ)
 # The host-side CLI (cellvm ls/rm/snapshot): gateway/cellvm.c, not gw_-prefixed.
 $(B)/cellvm: $(B)/obj/gateway/cellvm.o $(GW_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS) -ljansson
+
+# Preloaded into a jailed QEMU (gw_jail, docs/security.md): never linked into the gateway,
+# and never sanitized (QEMU is not).
+$(B)/cellvm-jailshim.so: gateway/jailshim.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -D_GNU_SOURCE -shared -fPIC -o $@ $< -ldl
 
 # The guest's PID 1 (docs/init.md); the image takes it from build/.
 $(B)/cellvm-init: $(B)/obj/guest-image/init/gi_main.o $(GI_OBJ)
@@ -206,6 +212,7 @@ serve: all template
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(B)/cellvm-kernel $(B)/cellvm-gateway $(B)/cellvm-launch $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(B)/cellvm-jailshim.so $(DESTDIR)$(PREFIX)/bin/
 	if [ -d build/image ]; then install -d $(DESTDIR)$(PREFIX)/share/cellvm/image && \
 	  cp --sparse=always -L build/image/* $(DESTDIR)$(PREFIX)/share/cellvm/image/; fi
 	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm/kernel.json bin

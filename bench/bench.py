@@ -82,9 +82,10 @@ BUDGET_GIB = 12
 # The start path: cold boot, restore, pool hand-out; PSS per idle session.
 
 def derived_specs(root):
-    """cellvm-bench-{cold,restore,pool} kernelspecs under root."""
+    """cellvm-bench-{cold,restore,restore-nojail,pool} kernelspecs under root."""
     base = json.loads((BUILD / "share/jupyter/kernels/cellvm/kernel.json").read_text())
-    extra = {"cold": ["--no-templates"], "restore": [], "pool": ["--pool", "2"]}
+    extra = {"cold": ["--no-templates"], "restore": [], "pool": ["--pool", "2"],
+             "restore-nojail": ["--jail", "off"]}      # the jailer's cost (docs/security.md)
     for name, more in extra.items():
         d = pathlib.Path(root) / "kernels" / f"cellvm-bench-{name}"
         d.mkdir(parents=True, exist_ok=True)
@@ -345,6 +346,8 @@ def bench_start_paths():
     rows["restore"] = time_starts("cellvm-bench-restore", SNAP_STARTS)
     rows["restore, first kernel_info_reply"] = time_starts("cellvm-bench-restore", SNAP_STARTS,
                                                             probe=True)
+    time_starts("cellvm-bench-restore-nojail", 1)
+    rows["restore, --jail off"] = time_starts("cellvm-bench-restore-nojail", SNAP_STARTS)
     print("bench: pool hand-out ...", file=sys.stderr, flush=True)
     pool = PoolDaemon(gw, opts, 2)
     try:
@@ -389,8 +392,10 @@ def print_start_paths(res, prev=None):
     def p50(r, part):
         return f"{r[part]['p50_s']:.3f}" if r and r.get(part, {}).get("n") else None
 
-    for k in ("cold boot", "restore", "restore, first kernel_info_reply", "pool hand-out",
-              "pool hand-out, first kernel_info_reply"):
+    for k in ("cold boot", "restore", "restore, --jail off", "restore, first kernel_info_reply",
+              "pool hand-out", "pool hand-out, first kernel_info_reply"):
+        if k not in res:
+            continue
         r, pr = res[k], prev.get(k)
         cells = [_with_prev(_pair(r), _pair(pr)), str(r["n"]),
                  _with_prev(_pair(r["vm_start_s"]) or "-", _pair((pr or {}).get("vm_start_s")))]

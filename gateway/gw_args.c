@@ -46,6 +46,10 @@ static const gw_opt_t s_table [GW_OPT_COUNT] = {
     [GW_OPT_SNAPSHOT_GC] = { "snapshot-gc", GW_OPTKIND_FLAG, 0, 0, 0 },
     [GW_OPT_SNAPSHOT_MAX_AGE] = { "snapshot-max-age", GW_OPTKIND_SECONDS, 0, 0, 0 },
     [GW_OPT_SNAPSHOT_MAX_BYTES] = { "snapshot-max-bytes", GW_OPTKIND_SIZE, 1, 1ULL << 50, 0 },
+    //  The jail (gw_jail): not in the template key, but every QEMU gets it.
+    [GW_OPT_JAIL] = { "jail", GW_OPTKIND_JAIL, 0, 0, S_VM },
+    [GW_OPT_JAIL_UID_BASE] = { "jail-uid-base", GW_OPTKIND_SIZE, 1, UINT32_MAX - 65536, S_VM },
+    [GW_OPT_CPUS] = { "cpus", GW_OPTKIND_SECONDS, 0, 0, S_VM },
     [GW_OPT_HELP] = { "help", GW_OPTKIND_FLAG, 0, 0, 0 },
 };
 
@@ -101,6 +105,11 @@ s_usage_vm (FILE *out)
         "  --pool-daemon           run the pool daemon (with --pool N)\n"
         "  --pool-budget MIB       host memory the pool's clones may use (default 4096)\n"
         "  --pool-idle S           the daemon exits after S s without a hand-out (default 1800)\n"
+        "  --jail auto|on|off      QEMU in a jail: own uid, namespaces, minimal root, cgroup\n"
+        "                          (default auto: jailed when root or user namespaces allow;\n"
+        "                          docs/security.md)\n"
+        "  --jail-uid-base UID     the jail's uids: UID..UID+1023 (default 64000)\n"
+        "  --cpus N                each VM's host CPU time, in CPUs (cgroup cpu.max; e.g. 0.5)\n"
         "sessions that outlive a process (docs/sessions.md):\n"
         "  --idle-pause S          after S idle seconds save the VM to disk and stop it;\n"
         "                          the next request resumes it (microvm)\n"
@@ -155,6 +164,7 @@ s_store (gw_args_t *args, gw_opt_id_t id, unsigned long long v)
         case GW_OPT_POOL: args->pool = (unsigned) v; break;
         case GW_OPT_POOL_BUDGET: args->pool_budget_mib = (unsigned) v; break;
         case GW_OPT_POOL_IDLE: args->pool_idle_s = (unsigned) v; break;
+        case GW_OPT_JAIL_UID_BASE: args->jail_uid_base = (unsigned) v; break;
         case GW_OPT_SNAPSHOT_MAX_BYTES: args->snapshot_max_bytes = v; break;
         default: assert (false);                //  a GW_OPTKIND_SIZE entry without a field
     }
@@ -177,14 +187,20 @@ s_parse_value (gw_args_t *args, gw_opt_id_t id, const char *val)
                          : id == GW_OPT_IDLE_TIMEOUT ? &args->idle_timeout
                          : id == GW_OPT_TTL ? &args->ttl
                          : id == GW_OPT_SNAPSHOT_MAX_AGE ? &args->snapshot_max_age
+                         : id == GW_OPT_CPUS ? &args->cpus
                          : &args->cell_timeout;
             *slot = strtod (val, &end);
-            if (end == val || *end || !(*slot >= 0) || *slot > 1e9)
-                return -EINVAL;
+            if (end == val || *end || !(*slot >= 0) || *slot > 1e9
+            ||  (id == GW_OPT_CPUS && *slot && (*slot < 0.01 || *slot > 1024)))
+                return -EINVAL;                 //  cpu.max takes 1 ms in 100 at least
             break;
         }
         case GW_OPTKIND_ACCEL:
             if (gw_accel_parse (val) < 0)
+                return -EINVAL;
+            break;
+        case GW_OPTKIND_JAIL:
+            if (gw_jail_mode_parse (val) < 0)
                 return -EINVAL;
             break;
         default:
@@ -279,6 +295,10 @@ gw_args_vm_config (gw_args_t *args, gw_vm_config_t *cfg)
         cfg->vcpus = args->vcpus;
     if (args->disk_bytes)
         cfg->disk_bytes = args->disk_bytes;
+    cfg->jail = (gw_jail_opts_t) { .mode = GW_JAIL_AUTO, .uid_base = args->jail_uid_base,
+                                   .cpus = args->cpus };
+    if (args->text [GW_OPT_JAIL])
+        cfg->jail.mode = gw_jail_mode_parse (args->text [GW_OPT_JAIL]);
 }
 
 int

@@ -35,7 +35,8 @@ typedef enum {
     GW_OPT_NO_TEMPLATES, GW_OPT_BUILD_TEMPLATE, GW_OPT_POOL, GW_OPT_POOL_DAEMON,
     GW_OPT_POOL_BUDGET, GW_OPT_POOL_IDLE, GW_OPT_LISTEN_FDS, GW_OPT_IDLE_PAUSE,
     GW_OPT_IDLE_TIMEOUT, GW_OPT_TTL, GW_OPT_SNAPSHOT_DIR, GW_OPT_FROM_SNAPSHOT, GW_OPT_SNAPSHOT_GC,
-    GW_OPT_SNAPSHOT_MAX_AGE, GW_OPT_SNAPSHOT_MAX_BYTES, GW_OPT_HELP, GW_OPT_COUNT
+    GW_OPT_SNAPSHOT_MAX_AGE, GW_OPT_SNAPSHOT_MAX_BYTES, GW_OPT_JAIL, GW_OPT_JAIL_UID_BASE,
+    GW_OPT_CPUS, GW_OPT_HELP, GW_OPT_COUNT
 } gw_opt_id_t;
 
 //  How a value is checked and where it goes.
@@ -44,7 +45,8 @@ typedef enum {
     GW_OPTKIND_FLAG,                            //  no value
     GW_OPTKIND_SIZE,                            //  a number with an optional k/M/G suffix
     GW_OPTKIND_SECONDS,                         //  a non-negative decimal
-    GW_OPTKIND_ACCEL                            //  auto, kvm or tcg
+    GW_OPTKIND_ACCEL,                           //  auto, kvm or tcg
+    GW_OPTKIND_JAIL                             //  auto, on or off
 } gw_opt_kind_t;
 
 typedef struct {
@@ -60,9 +62,9 @@ typedef struct {
     const char *text [GW_OPT_COUNT];
     size_t max_msg;
     uint32_t max_frame;
-    double cell_timeout, idle_pause, idle_timeout, ttl, snapshot_max_age;
+    double cell_timeout, idle_pause, idle_timeout, ttl, snapshot_max_age, cpus;
     unsigned long long snapshot_max_bytes;
-    unsigned memory_mib, vcpus, pool, pool_budget_mib, pool_idle_s;
+    unsigned memory_mib, vcpus, pool, pool_budget_mib, pool_idle_s, jail_uid_base;
     unsigned long long disk_bytes, artifact_max_file, artifact_max_session;
     char image_dir [PATH_MAX];                  //  made absolute by gw_args_vm_config
 } gw_args_t;

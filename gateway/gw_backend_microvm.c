@@ -562,12 +562,18 @@ s_vm_died (s_self_t *self, int status, gw_exit_t *exit_p)
     exit_p->vm_died = true;
     exit_p->exit_code = WIFEXITED (status) ? WEXITSTATUS (status) : -1;
     exit_p->signal = WIFSIGNALED (status) ? WTERMSIG (status) : 0;
+    const char *host = gw_vmh_death (self->vm);    //  e.g. its cgroup's OOM killer
+    char how [300];
+    if (*host)
+        snprintf (how, sizeof how, ": %s", host);
+    else
+        snprintf (how, sizeof how, " (QEMU %s %d)", exit_p->signal ? "killed by signal"
+                  : "exited with status", exit_p->signal ? exit_p->signal : exit_p->exit_code);
     snprintf (exit_p->detail, sizeof exit_p->detail, "The session's virtual machine itself "
-              "stopped (QEMU %s %d); everything in its memory and /workspace is gone. A new "
-              "VM is starting", exit_p->signal ? "killed by signal" : "exited with status",
-              exit_p->signal ? exit_p->signal : exit_p->exit_code);
-    gw_log (GW_LOG_ERROR, "vm.died", "exit_code=%d signal=%d console=%s", exit_p->exit_code,
-            exit_p->signal, gw_vmh_console (self->vm));
+              "stopped%s; everything in its memory and /workspace is gone. A new VM is "
+              "starting", how);
+    gw_log (GW_LOG_ERROR, "vm.died", "exit_code=%d signal=%d console=%s host=\"%s\"",
+            exit_p->exit_code, exit_p->signal, gw_vmh_console (self->vm), host);
     gw_microvm__drop_vm (self);
     self->kernel_alive = false;
 }

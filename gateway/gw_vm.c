@@ -9,6 +9,7 @@
 #include "gw_log.h"
 #include "gw_rundir.h"
 #include "gw_vmargv.h"
+#include "gw_vmspawn.h"
 
 #include <czmq.h>
 #include <assert.h>
@@ -47,6 +48,8 @@ struct _gw_vm_t {
     pid_t pid;                                  //  QEMU, and its process group; 0 = none
     bool started;                               //  gw_vm_start succeeded
     int64_t started_ms;                         //  monotonic time of the spawn
+    gw_jail_t *jail;                            //  QEMU's jail, NULL: unjailed
+    char death [256];                           //  why QEMU died, when the jail knows
 };
 
 void
@@ -228,85 +231,6 @@ fail:
 //  ==========================================================================
 //  Processes.
 
-typedef struct {
-    char **argv;                                //  argv [0] is the full path
-    const char *cwd;                            //  working directory
-    int log_fd;                                 //  stdout and stderr
-    int null_fd;                                //  stdin
-    rlim_t fsize;                               //  RLIMIT_FSIZE, 0: unchanged
-    pid_t parent;                               //  the gateway
-} s_spawn_t;
-
-//  Child side, between fork and exec: async-signal-safe calls only.
-static void
-s_child (const s_spawn_t *sp, int report_fd) __attribute__ ((noreturn));
-
-static void
-s_child (const s_spawn_t *sp, int report_fd)
-{
-    setpgid (0, 0);                             //  killpg reaches all of it
-    prctl (PR_SET_PDEATHSIG, SIGKILL);          //  dies with the gateway, even by SIGKILL
-    if (getppid () != sp->parent)
-        _exit (127);                            //  the gateway already died
-    struct sigaction sa;
-    memset (&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; sig++)
-        sigaction (sig, &sa, NULL);
-    //  Over RLIMIT_FSIZE a write fails with EFBIG instead of killing QEMU.
-    sa.sa_handler = SIG_IGN;
-    sigaction (SIGXFSZ, &sa, NULL);
-    sigset_t none;
-    sigemptyset (&none);
-    sigprocmask (SIG_SETMASK, &none, NULL);
-    struct rlimit no_core = { 0, 0 }, fsize = { sp->fsize, sp->fsize };
-    setrlimit (RLIMIT_CORE, &no_core);          //  no 512 MiB core files
-    if (sp->fsize)
-        setrlimit (RLIMIT_FSIZE, &fsize);
-    if (chdir (sp->cwd) < 0 || dup2 (sp->null_fd, 0) < 0 || dup2 (sp->log_fd, 1) < 0
-    ||  dup2 (sp->log_fd, 2) < 0)
-        goto fail;
-    close_range (3, ~0U, CLOSE_RANGE_CLOEXEC);  //  no gateway fd leaks in; report closes on exec
-    execv (sp->argv [0], sp->argv);
-fail:;
-    int e = errno;
-    (void) !write (report_fd, &e, sizeof e);
-    _exit (127);
-}
-
-//  Fork and exec; returns once the child has exec'd (its report pipe
-//  closed) or with the errno it reported.
-static int
-s_spawn (const s_spawn_t *sp, pid_t *pid_p)
-{
-    int report [2];
-    if (pipe2 (report, O_CLOEXEC) < 0)
-        return -errno;
-    pid_t pid = fork ();
-    if (pid < 0) {
-        int e = errno;
-        close (report [0]);
-        close (report [1]);
-        return -e;
-    }
-    if (pid == 0)
-        s_child (sp, report [1]);
-    setpgid (pid, pid);                         //  also here: no race with killpg
-    close (report [1]);
-    int e = 0;
-    ssize_t n;
-    do
-        n = read (report [0], &e, sizeof e);
-    while (n < 0 && errno == EINTR);
-    close (report [0]);
-    if (n == (ssize_t) sizeof e) {
-        waitpid (pid, NULL, 0);
-        return -(e ? e : EIO);
-    }
-    *pid_p = pid;
-    return 0;
-}
-
 //  Every file QEMU writes is capped: the qcow2 can grow to its virtual size
 //  plus metadata (<1/4000 of it), RAM and migration files to the RAM size,
 //  and the console log cannot fill the host disk.
@@ -320,7 +244,7 @@ s_fsize_limit (const gw_vm_config_t *cfg)
 
 //  qemu-img create -q -f qcow2 [-u] [-b backing -F qcow2] path SIZE
 static int
-s_qemu_img (gw_vm_t *self, s_spawn_t *sp, const char *path, const char *backing, bool unsafe,
+s_qemu_img (gw_vm_t *self, gw_vmspawn_t *sp, const char *path, const char *backing, bool unsafe,
             char *err, size_t errlen)
 {
     char size [32];
@@ -340,7 +264,8 @@ s_qemu_img (gw_vm_t *self, s_spawn_t *sp, const char *path, const char *backing,
     sp->argv = argv;
     pid_t pid = 0;
     int64_t t0 = zclock_mono ();
-    int status = 0, rc = s_spawn (sp, &pid);
+    char why [64];
+    int status = 0, rc = gw_vmspawn (sp, &pid, why, sizeof why);
     while (rc == 0 && waitpid (pid, &status, 0) < 0)
         if (errno != EINTR) {
             rc = -errno;
@@ -360,7 +285,7 @@ s_qemu_img (gw_vm_t *self, s_spawn_t *sp, const char *path, const char *backing,
 //  A fresh layer over a snapshot's standalone disk, linked in as base.qcow2
 //  (relative, so the chain moves as a whole: gw_chain).
 static int
-s_disk_over_base (gw_vm_t *self, s_spawn_t *sp, const char *path, char *err, size_t errlen)
+s_disk_over_base (gw_vm_t *self, gw_vmspawn_t *sp, const char *path, char *err, size_t errlen)
 {
     char base [PATH_MAX];
     gw_rundir_file (self->dir, S_BASE_DISK, base, sizeof base);
@@ -377,7 +302,7 @@ s_disk_over_base (gw_vm_t *self, s_spawn_t *sp, const char *path, char *err, siz
 //  The session's disk: an adopted chain, a layer over a snapshot's disk,
 //  the seed's copy, else a new layer from qemu-img.
 static int
-s_create_disk (gw_vm_t *self, s_spawn_t *sp, char *err, size_t errlen)
+s_create_disk (gw_vm_t *self, gw_vmspawn_t *sp, char *err, size_t errlen)
 {
     char path [PATH_MAX];
     gw_rundir_file (self->dir, gw_vm_disk_name (self), path, sizeof path);
@@ -398,11 +323,11 @@ s_create_disk (gw_vm_t *self, s_spawn_t *sp, char *err, size_t errlen)
 
 //  Spawn context for qemu-img and QEMU: logs to the run dir, files capped.
 static int
-s_spawn_open (gw_vm_t *self, s_spawn_t *sp, char *err, size_t errlen)
+s_spawn_open (gw_vm_t *self, gw_vmspawn_t *sp, char *err, size_t errlen)
 {
     char log_path [PATH_MAX];
     gw_rundir_file (self->dir, S_QEMU_LOG, log_path, sizeof log_path);
-    *sp = (s_spawn_t) { .cwd = gw_rundir_path (self->dir), .parent = getpid (),
+    *sp = (gw_vmspawn_t) { .cwd = gw_rundir_path (self->dir), .parent = getpid (),
                         .fsize = s_fsize_limit (&self->cfg) };
     sp->log_fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
     sp->null_fd = open ("/dev/null", O_RDWR | O_CLOEXEC);
@@ -413,7 +338,7 @@ s_spawn_open (gw_vm_t *self, s_spawn_t *sp, char *err, size_t errlen)
 }
 
 static void
-s_spawn_close (s_spawn_t *sp)
+s_spawn_close (gw_vmspawn_t *sp)
 {
     if (sp->log_fd >= 0)
         close (sp->log_fd);
@@ -426,12 +351,31 @@ gw_vm_make_layer (gw_vm_t *self, const char *path, const char *backing, char *er
                   size_t errlen)
 {
     assert (self && path && backing && err);
-    s_spawn_t sp;
+    gw_vmspawn_t sp;
     int rc = s_spawn_open (self, &sp, err, errlen);
     if (rc == 0)
         rc = s_qemu_img (self, &sp, path, backing, true, err, errlen);
     s_spawn_close (&sp);
     return rc;
+}
+
+//  A layer qemu-img created in a jailed VM's run dir (sticky, the VM's
+//  group) is for that VM to write: a snapshot's new top (gw_vmsave).
+static void
+s_share_layer (const char *dir, const char *const *args)
+{
+    struct stat st;
+    size_t n = 0;
+    while (args [n])
+        n++;
+    if (n < 3 || strcmp (args [0], "create") != 0 || stat (dir, &st) < 0
+    ||  !(st.st_mode & S_ISVTX) || st.st_gid == getegid ())
+        return;
+    char path [PATH_MAX];
+    snprintf (path, sizeof path, "%s/%s", dir, args [n - 2]);
+    if (args [n - 2][0] == '/' || chown (path, (uid_t) -1, st.st_gid) < 0 || chmod (path, 0660) < 0)
+        gw_log (GW_LOG_WARN, "vm.layer_not_shared", "path=%s reason=\"%s\"", path,
+                strerror (errno));
 }
 
 int
@@ -444,11 +388,13 @@ gw_vm_run_qemu_img (const char *qemu_img, const char *dir, const char *const *ar
     for (int n = 1; args [n - 1] && n < 23; n++)
         argv [n] = (char *) args [n - 1];
     snprintf (log_path, sizeof log_path, "%s/" S_QEMU_LOG, dir);
-    s_spawn_t sp = { .cwd = dir, .parent = getpid (), .argv = argv };
+    gw_vmspawn_t sp = { .cwd = dir, .parent = getpid (), .argv = argv };
     sp.log_fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
     sp.null_fd = open ("/dev/null", O_RDWR | O_CLOEXEC);
     pid_t pid = 0;
-    int status = 0, rc = sp.log_fd < 0 || sp.null_fd < 0 ? -errno : s_spawn (&sp, &pid);
+    char why [64];
+    int status = 0, rc = sp.log_fd < 0 || sp.null_fd < 0 ? -errno
+                       : gw_vmspawn (&sp, &pid, why, sizeof why);
     while (rc == 0 && waitpid (pid, &status, 0) < 0)
         if (errno != EINTR)
             rc = -errno;
@@ -457,6 +403,8 @@ gw_vm_run_qemu_img (const char *qemu_img, const char *dir, const char *const *ar
     if (rc < 0)
         snprintf (err, errlen, "qemu-img %s failed (%s); see %s", args [0],
                   rc == -EIO ? "non-zero exit" : strerror (-rc), log_path);
+    else
+        s_share_layer (dir, args);
     s_spawn_close (&sp);
     free (exe);
     return rc;
@@ -469,33 +417,65 @@ gw_vm_disk_name (gw_vm_t *self)
     return self->cfg.disk_name ? self->cfg.disk_name : GW_VMARGV_DISK;
 }
 
+//  The jail of this VM (none when it runs unjailed): what QEMU opens.
+static int
+s_jail_new (gw_vm_t *self, char *err, size_t errlen)
+{
+    const gw_vm_config_t *c = &self->cfg;
+    gw_jail_vm_t vm = { .qemu = c->qemu, .run_dir = gw_rundir_path (self->dir),
+                        .disk = gw_vm_disk_name (self), .files = { c->kernel, c->initrd, c->rootfs },
+                        .mem_path = c->mem_path, .mem_share = c->mem_share,
+                        .kvm = c->accel == GW_ACCEL_KVM, .mem_mib = c->mem_mib };
+    int rc = 0;
+    self->jail = gw_jail_new (&c->jail, &vm, &rc, err, errlen);
+    return rc;
+}
+
+//  ms: the disk, the jail's preparation, and clone to exec.
+static void
+s_log_spawned (gw_vm_t *self, const int64_t t [3])
+{
+    char pid_text [24];
+    snprintf (pid_text, sizeof pid_text, "%d\n", (int) self->pid);
+    gw_rundir_write (self->dir, "qemu.pid", pid_text);  //  for the sweeper
+    gw_jail_t *j = self->jail;
+    gw_log (GW_LOG_INFO, "vm.spawned", "pid=%d accel=%s mem_mib=%u vcpus=%u jail=%s uid=%u "
+            "cgroup=%s disk_ms=%lld jail_ms=%lld spawn_ms=%lld dir=%s", (int) self->pid,
+            gw_accel_name (self->cfg.accel), self->cfg.mem_mib, self->cfg.vcpus,
+            j ? gw_jail_kind (j) : "none", j ? gw_jail_uid (j) : (unsigned) geteuid (),
+            j && gw_jail_cgroup (j) ? gw_jail_cgroup (j) : "none", (long long) (t [1] - t [0]),
+            (long long) (t [2] - t [1]), (long long) (self->started_ms - t [2]),
+            gw_rundir_path (self->dir));
+}
+
 int
 gw_vm_start (gw_vm_t *self, char *err, size_t errlen)
 {
     assert (self && err);
     if (self->started)
         return -EALREADY;
-    s_spawn_t sp;
+    int64_t t [3] = { zclock_mono () };
+    gw_vmspawn_t sp;
     int rc = s_spawn_open (self, &sp, err, errlen);
-    if (rc < 0)
+    if (rc < 0 || (rc = s_create_disk (self, &sp, err, errlen)) < 0)
         goto fail;
-    rc = s_create_disk (self, &sp, err, errlen);
-    if (rc < 0)
+    t [1] = zclock_mono ();
+    if ((rc = s_jail_new (self, err, errlen)) < 0)
         goto fail;
+    t [2] = zclock_mono ();
     sp.argv = self->argv;
-    rc = s_spawn (&sp, &self->pid);
+    sp.jail = self->jail;
+    err [0] = '\0';
+    rc = gw_vmspawn (&sp, &self->pid, err, errlen);
     if (rc < 0) {
-        snprintf (err, errlen, "vm: cannot start %s: %s", self->cfg.qemu, strerror (-rc));
+        char why [400];
+        snprintf (why, sizeof why, "%s", err [0] ? err : strerror (-rc));
+        snprintf (err, errlen, "vm: cannot start %s: %s", self->cfg.qemu, why);
         goto fail;
     }
     self->started = true;
     self->started_ms = zclock_mono ();
-    char pid_text [24];
-    snprintf (pid_text, sizeof pid_text, "%d\n", (int) self->pid);
-    gw_rundir_write (self->dir, "qemu.pid", pid_text);  //  for the sweeper
-    gw_log (GW_LOG_INFO, "vm.spawned", "pid=%d accel=%s mem_mib=%u vcpus=%u dir=%s",
-            (int) self->pid, gw_accel_name (self->cfg.accel), self->cfg.mem_mib,
-            self->cfg.vcpus, gw_rundir_path (self->dir));
+    s_log_spawned (self, t);
 fail:
     s_spawn_close (&sp);
     return rc;
@@ -622,6 +602,8 @@ gw_vm_reap (gw_vm_t *self, int *wstatus)
     //  No killpg of the group now: the pid may already be reused, and QEMU
     //  under -sandbox spawn=deny has no children to leave behind.
     s_log_exit (self, status);
+    if (self->jail)
+        gw_jail_reaped (self->jail, status, self->death, sizeof self->death);
     self->pid = 0;
     if (wstatus)
         *wstatus = status;
@@ -642,12 +624,27 @@ gw_vm_destroy (gw_vm_t **self_p)
             ;
         s_log_exit (self, status);
     }
+    gw_jail_destroy (&self->jail);
     gw_rundir_destroy (&self->dir);
     gw_vmargv_destroy (&self->argv);
     for (int i = 0; i < S_NSTR; i++)
         free (self->str [i]);
     free (self);
     *self_p = NULL;
+}
+
+const char *
+gw_vm_death (gw_vm_t *self)
+{
+    assert (self);
+    return self->death;
+}
+
+gw_jail_t *
+gw_vm_jail (gw_vm_t *self)
+{
+    assert (self);
+    return self->jail;
 }
 
 const char *

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "gw_accel.h"
+#include "gw_jail.h"
 
 typedef struct _gw_vm_t gw_vm_t;
 
@@ -65,6 +66,7 @@ typedef struct {
                                                 //  in as base.qcow2 under a fresh layer
     const char *disk_name;                      //  the top layer's file name in the run dir,
                                                 //  NULL: GW_VMARGV_DISK
+    gw_jail_opts_t jail;                        //  QEMU's jail (gw_jail); defaults: off
 } gw_vm_config_t;
 
 //  Defaults: qemu-system-x86_64, qemu-img, accel auto, 512 MiB, 1 vCPU,
@@ -81,8 +83,10 @@ gw_vm_t *gw_vm_new (const gw_vm_config_t *cfg, char *err, size_t errlen);
 void gw_vm_destroy (gw_vm_t **self_p);
 
 //  Create the /workspace disk (a copy of disk_seed, else qemu-img, ~30 ms)
-//  and spawn QEMU. Returns
-//  once QEMU has exec'd; -EALREADY if started before. 0 or -errno + err.
+//  and spawn QEMU, in its jail when cfg.jail asks (gw_jail). Returns once
+//  QEMU has exec'd, or once a jailed QEMU is in its jail's root (its cgroup
+//  and exec follow: a failure there is an early exit for reap);
+//  -EALREADY if started before. 0 or -errno + err.
 int gw_vm_start (gw_vm_t *self, char *err, size_t errlen);
 
 //  Make a pristine /workspace layer at path over backing (which need not
@@ -116,6 +120,13 @@ int gw_vm_reap (gw_vm_t *self, int *wstatus);
 
 //  SIGKILL QEMU's process group. 0, or -ESRCH when it is not running.
 int gw_vm_kill (gw_vm_t *self);
+
+//  Why QEMU died when the host knows better than its wait status (its
+//  cgroup's OOM killer), after gw_vm_reap; "" otherwise.
+const char *gw_vm_death (gw_vm_t *self);
+
+//  QEMU's jail, NULL when it runs unjailed.
+gw_jail_t *gw_vm_jail (gw_vm_t *self);
 
 //  The run dir, and the guest's serial console log inside it.
 const char *gw_vm_run_dir (gw_vm_t *self);

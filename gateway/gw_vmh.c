@@ -17,6 +17,7 @@ static int s_vm_reap (void *vm, int *wstatus) { return gw_vm_reap (vm, wstatus);
 static const char *s_vm_run_dir (void *vm) { return gw_vm_run_dir (vm); }
 static const char *s_vm_console (void *vm) { return gw_vm_console_log (vm); }
 static void s_vm_destroy (void *vm) { gw_vm_destroy ((gw_vm_t **) &vm); }
+static const char *s_vm_death (void *vm) { return gw_vm_death (vm); }
 
 static int
 s_vm_connect_port (void *vm, const char *name, int *fd_p)
@@ -27,7 +28,7 @@ s_vm_connect_port (void *vm, const char *name, int *fd_p)
 static const gw_vmh_ops_t s_vm_ops = {
     .kind = "vm", .pid = s_vm_pid, .kill = s_vm_kill, .reap = s_vm_reap,
     .run_dir = s_vm_run_dir, .console = s_vm_console, .destroy = s_vm_destroy,
-    .connect_port = s_vm_connect_port
+    .connect_port = s_vm_connect_port, .death = s_vm_death
 };
 
 //  A pool lease behind the seam: the holder kills and cleans up.
@@ -123,4 +124,12 @@ gw_vmh_connect_port (gw_vmh_t *self, const char *name, int *fd_p)
 {
     assert (self && name && fd_p);
     return self->ops->connect_port ? self->ops->connect_port (self->vm, name, fd_p) : -ENOTSUP;
+}
+
+const char *
+gw_vmh_death (const gw_vmh_t *self)
+{
+    assert (self);
+    const char *why = self->ops->death ? self->ops->death (self->vm) : NULL;
+    return why ? why : "";
 }

@@ -28,6 +28,9 @@ typedef struct {
     //  yet, another -errno when it never will. -ENOTSUP when another
     //  process holds its ports (a pool clone). NULL: -ENOTSUP.
     int (*connect_port) (void *vm, const char *name, int *fd_p);
+    //  Why QEMU died, in words, when the host knows more than its wait
+    //  status (its cgroup's OOM killer); "" or NULL otherwise. NULL: none.
+    const char *(*death) (void *vm);
 } gw_vmh_ops_t;
 
 typedef struct _gw_vmh_t gw_vmh_t;
@@ -51,5 +54,7 @@ int gw_vmh_reap (gw_vmh_t *self, int *wstatus);
 const char *gw_vmh_run_dir (const gw_vmh_t *self);
 const char *gw_vmh_console (const gw_vmh_t *self);
 int gw_vmh_connect_port (gw_vmh_t *self, const char *name, int *fd_p);
+//  ops->death's words after a reap, "" when it has none.
+const char *gw_vmh_death (const gw_vmh_t *self);
 
 #endif
