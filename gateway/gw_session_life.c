@@ -4,12 +4,12 @@
     /workspace on a client restart (docs/sessions.md).
 */
 #include "gw_session_int.h"
+#include "gw_memtrim.h"
 #include "gw_log.h"
 #include "gw_out.h"
 #include "gw_snapstore.h"
 
 #include <czmq.h>
-#include <malloc.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,8 +63,9 @@ s_paused (void *arg, int rc, const json_t *reply, const uint8_t *data, size_t le
     gw_chan_destroy (&self->chan);
     self->state = GW_SESSION_NONE;
     self->paused = true;
-    gw_log (GW_LOG_INFO, "session.paused", "snapshot=%s", self->opts.pause_name);
-    malloc_trim (0);                            //  a paused session should cost ~nothing
+    size_t paged = gw_memtrim_release ();     //  a paused session should cost ~nothing
+    gw_log (GW_LOG_INFO, "session.paused", "snapshot=%s pageout_advised_kib=%zu",
+            self->opts.pause_name, paged >> 10);
     if (zlistx_size (self->held) && !self->shutting_down)
         s_resume (self);                        //  a request came in meanwhile
     else if (self->shutting_down)

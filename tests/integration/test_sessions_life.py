@@ -16,6 +16,7 @@ end of its test; stores are under pytest's tmp dir.
 """
 import json
 import os
+import re
 import queue
 import signal
 import subprocess
@@ -127,6 +128,9 @@ def test_idle_pause_saves_stops_and_resumes_on_the_next_request(pause_store):
         assert st is not None, "the paused gateway is not in `cellvm ls`"
         assert st["state"] == "paused" and st["qemu_pid"] == 0, st
         assert st["paused_snapshot"] == name, st
+        # The gateway gave back its read-only file pages (gw_memtrim: MADV_PAGEOUT).
+        m = re.findall(r"event=session\.paused .*pageout_advised_kib=(\d+)", s.log_text())
+        assert m and int(m[-1]) > 1024, s.log_text()[-2000:]
         snaps = snapshot_list(store)
         assert name in snaps and snaps[name]["reason"] == "idle-pause", snaps
         # Heartbeats are answered while paused, and do not wake the VM.
