@@ -221,29 +221,79 @@ s_long_options (void)
     return options;
 }
 
-int
-gw_args_parse (gw_args_t *args, int argc, char **argv)
+//  "--Class.trait=value", "--Outer.Inner.trait=value": traitlets' form.
+static bool
+s_is_trait (const char *arg)
 {
-    assert (args && argv);
+    if (strncmp (arg, "--", 2) != 0)
+        return false;
+    int dots = 0;
+    bool start = true;                          //  at the start of an identifier
+    for (const char *p = arg + 2; *p; p++) {
+        if (*p == '=')
+            return dots > 0 && !start;
+        if (*p == '.' && !start)
+            dots++, start = true;
+        else if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_'
+             || (!start && *p >= '0' && *p <= '9'))
+            start = false;
+        else
+            return false;
+    }
+    return false;
+}
+
+//  argv without the traitlets options (counted into args); a NULL-ended
+//  copy the caller frees.
+static char **
+s_without_traits (gw_args_t *args, int argc, char **argv, int *argc_p)
+{
+    char **out = calloc ((size_t) argc + 1, sizeof *out);
+    if (!out)
+        abort ();
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (i > 0 && s_is_trait (argv [i])) {
+            if (!args->traits++)
+                args->first_trait = argv [i];
+            continue;
+        }
+        out [n++] = argv [i];
+    }
+    *argc_p = n;
+    return out;
+}
+
+int
+gw_args_parse (gw_args_t *args, int argc_in, char **argv_in)
+{
+    assert (args && argv_in);
     memset (args, 0, sizeof *args);
+    int argc = 0, rc = 0;
+    char **argv = s_without_traits (args, argc_in, argv_in, &argc);
     const struct option *options = s_long_options ();
     int opt;
     optind = 0;                                 //  a full re-scan, each call
     while ((opt = getopt_long (argc, argv, "f:", options, NULL)) != -1) {
         gw_opt_id_t id = opt == 'f' ? GW_OPT_CONNECTION_FILE : (gw_opt_id_t) (opt - 256);
-        if (opt != '?' && id == GW_OPT_HELP)
-            return 1;
+        if (opt != '?' && id == GW_OPT_HELP) {
+            rc = 1;
+            goto done;
+        }
         if (opt == '?' || s_parse_value (args, id, optarg) < 0) {
             if (opt != '?')
                 fprintf (stderr, "cellvm-gateway: bad value for an option: %s\n", optarg);
-            return -EINVAL;
+            rc = -EINVAL;
+            goto done;
         }
     }
     if (optind < argc) {
         fprintf (stderr, "cellvm-gateway: unexpected argument: %s\n", argv [optind]);
-        return -EINVAL;
+        rc = -EINVAL;
     }
-    return 0;
+done:
+    free (argv);
+    return rc;
 }
 
 bool

@@ -67,6 +67,11 @@ typedef struct {
     unsigned memory_mib, vcpus, pool, pool_budget_mib, pool_idle_s, jail_uid_base;
     unsigned long long disk_bytes, artifact_max_file, artifact_max_session;
     char image_dir [PATH_MAX];                  //  made absolute by gw_args_vm_config
+    //  --Class.trait=value options (traitlets' form: nbclient and other runners
+    //  pass IPython's through KernelManager(extra_arguments=...)): accepted,
+    //  counted and not applied; the first is kept for the warning.
+    unsigned traits;
+    const char *first_trait;
 } gw_args_t;
 
 //  The table, GW_OPT_COUNT entries in gw_opt_id_t order.

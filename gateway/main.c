@@ -281,6 +281,10 @@ main (int argc, char **argv)
         gw_args_usage (stderr);
         return S_EXIT_USAGE;
     }
+    if (args.traits)                            //  IPython's --Class.trait=value: one line
+        gw_log (GW_LOG_WARN, "gateway.options_ignored", "count=%u first=\"%.200s\" reason=\""
+                "IPython/traitlets options (--Class.trait=value) are accepted and not applied: "
+                "the kernel's IPython is configured by cellvm\"", args.traits, args.first_trait);
     if (!args.max_msg)
         args.max_msg = GW_WIRE_MAX_DEFAULT;
     if (!args.max_frame)

@@ -65,3 +65,25 @@ def test_env_does_not_stop_clones_from_being_reseeded():
         a.close()
         if b:
             b.close()
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_a_runner_passing_ipython_options_gets_a_kernel(backend):
+    """nbclient and other runners pass IPython's options (KernelManager's extra_arguments, as
+    --Class.trait=value); the gateway accepts them, says once that it does not apply them, and
+    the kernel works (issue 13, item 6)."""
+    from sessions import Session
+    s = Session(BACKENDS[backend], name=f"traits-{backend}")
+    try:
+        start_kernel = s.km.start_kernel
+        s.km.start_kernel = lambda **kw: start_kernel(
+            extra_arguments=["--HistoryManager.hist_file=:memory:",
+                             "--InteractiveShell.colors=NoColor"], **kw)
+        s.start()
+        r = s.run("print(6 * 7)")
+        assert r.status == "ok" and r.stdout == "42\n", r.describe()
+        log = s.log_text()
+        assert log.count("event=gateway.options_ignored count=2") == 1, log[-3000:]
+        assert "--HistoryManager.hist_file=:memory:" in log
+    finally:
+        s.close()

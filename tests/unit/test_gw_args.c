@@ -222,6 +222,28 @@ test_parse_checks_values (void **state)
     assert_int_equal (s_parse (extra), -EINVAL);
 }
 
+//  IPython's options as runners pass them (KernelManager(extra_arguments=...)):
+//  accepted and counted, not applied; anything else still refused.
+static void
+test_parse_accepts_traitlets_options (void **state)
+{
+    (void) state;
+    gw_args_t a;
+    char *argv [] = { "gw", "-f", "/c", "--HistoryManager.hist_file=:memory:", "--memory",
+                      "256", "--IPKernelApp.x.y_2=1", "--InteractiveShell.colors=", NULL };
+    assert_int_equal (gw_args_parse (&a, 8, argv), 0);
+    assert_int_equal (a.traits, 3);
+    assert_string_equal (a.first_trait, "--HistoryManager.hist_file=:memory:");
+    assert_string_equal (a.text [GW_OPT_CONNECTION_FILE], "/c");
+    assert_int_equal (a.memory_mib, 256);
+    const char *bad [] = { "--NoDot=1", "--A.=1", "--.b=1", "--A.b", "--A.1b=2", "--A..b=1",
+                           "--A.b c=1" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad [0]; i++) {
+        char *one [] = { "gw", (char *) bad [i], NULL };
+        assert_int_equal (gw_args_parse (&a, 2, one), -EINVAL);
+    }
+}
+
 int
 main (void)
 {
@@ -231,6 +253,7 @@ main (void)
         S_TEST (test_every_option_that_keys_templates_reaches_both_children),
         S_TEST (test_child_argv_round_trips_and_leaves_the_session_out),
         cmocka_unit_test (test_parse_checks_values),
+        cmocka_unit_test (test_parse_accepts_traitlets_options),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
