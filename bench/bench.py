@@ -56,6 +56,9 @@ import subprocess
 import sys
 import tempfile
 import time
+# The figures come from the gateways' info lines (vm.resumed, pool.size, ...); they log
+# warnings only by default.
+os.environ.setdefault("CELLVM_LOG_LEVEL", "info")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = pathlib.Path(os.environ.get("CELLVM_BUILD", ROOT / "build")).resolve()

@@ -42,6 +42,9 @@ import subprocess
 import sys
 import tempfile
 import time
+# The figures come from the gateways' info lines (vm.resumed, pool.size, ...); they log
+# warnings only by default.
+os.environ.setdefault("CELLVM_LOG_LEVEL", "info")
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent

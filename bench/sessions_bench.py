@@ -54,6 +54,9 @@ import sys
 import tempfile
 import threading
 import time
+# The figures come from the gateways' info lines (vm.resumed, pool.size, ...); they log
+# warnings only by default.
+os.environ.setdefault("CELLVM_LOG_LEVEL", "info")
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent

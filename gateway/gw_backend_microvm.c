@@ -249,9 +249,10 @@ s_on_kernel_exited (s_self_t *self, json_t *c)
     snprintf (self->exit.detail, sizeof self->exit.detail, "%s", desc ? desc : "");
     self->have_exit = true;
     self->kernel_alive = false;
-    gw_log (GW_LOG_WARN, "vm.kernel_exited", "reason=%s code=%" JSON_INTEGER_FORMAT,
-            json_string_value (json_object_get (c, "reason")) ?: "?",
-            json_integer_value (json_object_get (c, "code")));
+    const char *reason = json_string_value (json_object_get (c, "reason")) ?: "?";
+    bool clean = strcmp (reason, "exited") == 0 && self->exit.exit_code == 0;
+    gw_log (clean ? GW_LOG_INFO : GW_LOG_WARN, "vm.kernel_exited", "reason=%s code=%"
+            JSON_INTEGER_FORMAT, reason, json_integer_value (json_object_get (c, "code")));
 }
 
 //  Handle one message from init. Returns 1 when the kernel died.

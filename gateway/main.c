@@ -45,7 +45,9 @@ s_setup_logging (const gw_args_t *args)
     const char *name = args->text [GW_OPT_LOG_LEVEL];
     if (!name)
         name = getenv ("CELLVM_LOG_LEVEL");
-    int level = name && *name ? gw_log_level_parse (name) : GW_LOG_INFO;
+    //  Quiet unless something is wrong, as ipykernel: a client's terminal and a
+    //  runner's captured log get no lines from a clean session.
+    int level = name && *name ? gw_log_level_parse (name) : GW_LOG_WARN;
     if (level < 0) {
         fprintf (stderr, "cellvm-gateway: unknown log level '%s' (use error, warn, info or "
                  "debug)\n", name);
@@ -165,7 +167,9 @@ s_make_backend (gw_args_t *args, const gw_persist_t *persist, char *err, size_t 
                   name);
         return NULL;
     }
-    gw_log (GW_LOG_WARN, "backend.unsafe", "backend=unsafe-local isolation=none "
+    //  Info, not a warning: choosing the backend (its kernelspec says "unsafe") is
+    //  not something going wrong, and a clean session is silent.
+    gw_log (GW_LOG_INFO, "backend.unsafe", "backend=unsafe-local isolation=none "
             "note=\"the kernel runs as this user on this host, with its files and network; "
             "for development and tests only\"");
     char path [PATH_MAX + 16];

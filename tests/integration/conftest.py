@@ -23,6 +23,9 @@ os.environ["JUPYTER_PATH"] = str(BUILD / "share" / "jupyter")
 # (gw_server.c; older gateways ignore it). The check below fails the test on such a line.
 WATCHDOG_MS = 50
 os.environ.setdefault("CELLVM_WATCHDOG_MS", str(WATCHDOG_MS))
+# Gateways log warnings and errors only by default (a clean session is silent); the tests read
+# their info lines (vm.restored, kernel.ready, ...), so every gateway they start logs at info.
+os.environ.setdefault("CELLVM_LOG_LEVEL", "info")
 
 SLOW_REACTOR = "event=reactor.slow"
 TAIL_LINES = 80

@@ -87,3 +87,25 @@ def test_a_runner_passing_ipython_options_gets_a_kernel(backend):
         assert "--HistoryManager.hist_file=:memory:" in log
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_a_clean_session_writes_nothing_to_stderr(backend):
+    """By default the gateway logs warnings and errors only, as ipykernel is silent when
+    nothing is wrong: a session that starts, runs a cell, restarts and shuts down writes no line
+    (issue 13, item 6). The tests' own gateways log at info (conftest.py)."""
+    from sessions import Session
+    s = Session(BACKENDS[backend], name=f"quiet-{backend}", env={"CELLVM_LOG_LEVEL": ""})
+    try:
+        s.start()
+        r = s.run("print('out'); import sys; print('err', file=sys.stderr)")
+        assert r.status == "ok" and r.stdout == "out\n", r.describe()
+        s.km.restart_kernel(now=False)
+        s.kc.wait_for_ready(timeout=60)
+        s.track()
+        assert s.run("1").status == "ok"
+        s.km.shutdown_kernel(now=False)
+        text = s.log_path.read_text(errors="replace")
+        assert text == "", text[-3000:]
+    finally:
+        s.close()
