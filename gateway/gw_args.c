@@ -254,14 +254,35 @@ s_without_traits (gw_args_t *args, int argc, char **argv, int *argc_p)
     int n = 0;
     for (int i = 0; i < argc; i++) {
         if (i > 0 && s_is_trait (argv [i])) {
-            if (!args->traits++)
+            if (!args->traits)
                 args->first_trait = argv [i];
+            if (args->traits < GW_ARGS_MAX_TRAITS)
+                args->trait [args->traits] = argv [i];
+            args->traits++;
             continue;
         }
         out [n++] = argv [i];
     }
     *argc_p = n;
     return out;
+}
+
+bool
+gw_args_ipython (const char *trait)
+{
+    //  The shell's configurables (InteractiveShell.configurables) and formatters.
+    static const char *classes [] = {
+        "InteractiveShell", "HistoryManager", "HistoryAccessor", "IPCompleter", "Completer",
+        "DisplayFormatter", "PlainTextFormatter", "BaseFormatter", "DisplayHook",
+        "DisplayPublisher", "PrefilterManager", "AliasManager", "ExtensionManager",
+        "MagicsManager", "PayloadManager", "ScriptMagics", "LoggingMagics", "OSMagics", NULL
+    };
+    const char *name = trait + 2, *dot = strchr (name, '.');
+    for (int i = 0; dot && classes [i]; i++)
+        if (strlen (classes [i]) == (size_t) (dot - name)
+        &&  strncmp (classes [i], name, (size_t) (dot - name)) == 0)
+            return true;
+    return false;
 }
 
 int

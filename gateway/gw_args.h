@@ -56,6 +56,8 @@ typedef struct {
     unsigned inherit;                           //  GW_ARGS_BUILDER | GW_ARGS_POOL
 } gw_opt_t;
 
+#define GW_ARGS_MAX_TRAITS 32
+
 //  The parsed options. text [id] is each option's value as given (the last
 //  one wins; "" for a flag), NULL when absent. Numbers are 0 when absent.
 typedef struct {
@@ -69,10 +71,15 @@ typedef struct {
     char image_dir [PATH_MAX];                  //  made absolute by gw_args_vm_config
     //  --Class.trait=value options (traitlets' form: nbclient and other runners
     //  pass IPython's through KernelManager(extra_arguments=...)): accepted,
-    //  counted and not applied; the first is kept for the warning.
+    //  counted, and the first GW_ARGS_MAX_TRAITS kept (gw_args_ipython).
     unsigned traits;
     const char *first_trait;
+    const char *trait [GW_ARGS_MAX_TRAITS];
 } gw_args_t;
+
+//  Is this --Class.trait=value for a class of IPython's shell (which the
+//  kernel's shell applies), rather than for ipykernel's app, session, ...?
+bool gw_args_ipython (const char *trait);
 
 //  The table, GW_OPT_COUNT entries in gw_opt_id_t order.
 const gw_opt_t *gw_args_table (void);

@@ -161,6 +161,8 @@ s_send_hello (gw_session_t *self)
     json_t *content = ch_hello_driver (CH_PROTO_CHANNEL, "cellvm-gateway", 1);
     if (json_object_size (self->env))           //  the kernel applies it once (gw_env.h)
         json_object_set (content, "env", self->env);
+    if (json_array_size (self->ipython))        //  ... and these to its shell
+        json_object_set (content, "ipython_options", self->ipython);
     ch_msg_t *hello = ch_msg_new (CH_CELLVM, "hello", NULL, &content, self->session);
     gw_chan_send (self->chan, hello);
     ch_msg_destroy (&hello);
@@ -623,6 +625,9 @@ gw_session_new (gw_backend_t **backend_p, const gw_session_opts_t *opts,
     zlistx_set_destructor (self->deferred, s_held_free);
     size_t skipped = 0;
     self->env = gw_env_passed (environ, &skipped);
+    self->ipython = json_array ();
+    for (size_t i = 0; i < self->opts.n_ipython_options; i++)
+        json_array_append_new (self->ipython, json_string (self->opts.ipython_options [i]));
     if (skipped)
         gw_log (GW_LOG_WARN, "session.env_skipped", "count=%zu reason=\"a " GW_ENV_PREFIX
                 "NAME needs a NAME of [A-Za-z_][A-Za-z0-9_]* and a UTF-8 value, %d "
@@ -646,6 +651,7 @@ gw_session_destroy (gw_session_t **self_p)
     zlistx_destroy (&self->held);
     zlistx_destroy (&self->deferred);
     json_decref (self->env);
+    json_decref (self->ipython);
     free (self);
     *self_p = NULL;
 }

@@ -49,6 +49,9 @@ typedef struct {
     const char *snapshot_dir;                   //  the snapshot store
     const char *pause_name;                     //  the name an idle pause saves under
     const char *kernel_name;                    //  the client's kernelspec name, NULL: unknown
+    //  IPython's --Class.trait=value options, for the kernel's shell (borrowed).
+    const char *const *ipython_options;
+    size_t n_ipython_options;
 } gw_session_opts_t;
 
 //  New session over *backend_p (ownership moves in). opts may be NULL.

@@ -23,6 +23,7 @@ struct _gw_session_t {
     gw_out_t *out;                              //  to clients
     char session [37];                          //  header.session we sign with
     json_t *env;                                //  for the kernel (gw_env), sent in hellos
+    json_t *ipython;                            //  --Class.trait=value for its shell, too
     gw_session_state_t state;
     gw_chan_t *chan;                            //  the kernel's channel, NULL unless STARTING/READY
     gw_reqs_t *reqs;                            //  outstanding (and recent) requests

@@ -204,18 +204,45 @@ s_adopt_listen_fds (const gw_args_t *args, gw_conn_t *conn, char *err, size_t er
     return 0;
 }
 
+//  --Class.trait=value options: those of IPython's shell go to the kernel
+//  (into out, at most GW_ARGS_MAX_TRAITS); one warning names the rest.
+static size_t
+s_ipython_options (const gw_args_t *args, const char **out)
+{
+    size_t n = 0, others = 0;
+    const char *first = NULL;
+    for (unsigned i = 0; i < args->traits; i++) {
+        const char *t = i < GW_ARGS_MAX_TRAITS ? args->trait [i] : NULL;
+        if (t && gw_args_ipython (t))
+            out [n++] = t;
+        else if (!others++)
+            first = t ? t : "(past the first 32)";
+    }
+    if (others)
+        gw_log (GW_LOG_WARN, "gateway.options_ignored", "count=%zu first=\"%.200s\" reason=\""
+                "not an option of IPython's shell (those are passed to the kernel); "
+                "ipykernel's own (app, session, kernel) have no meaning here\"", others, first);
+    if (n)
+        gw_log (GW_LOG_INFO, "gateway.ipython_options", "count=%zu first=\"%.200s\"", n,
+                out [0]);
+    return n;
+}
+
 //  The server for one session; takes *conn_p and *backend_p.
 static gw_server_t *
 s_server (const gw_args_t *args, const gw_persist_t *persist, gw_conn_t **conn_p,
           gw_backend_t **backend_p, int signal_fd, char *err, size_t errlen)
 {
     static char artifacts [PATH_MAX];           //  the session borrows it
+    static const char *ipython [GW_ARGS_MAX_TRAITS];    //  ... and these
     s_default_artifacts (args, artifacts, sizeof artifacts);
     gw_session_opts_t opts = { .max_frame = args->max_frame, .max_msg = args->max_msg,
                                .cell_timeout = args->cell_timeout,
                                .artifacts_dir = artifacts [0] ? artifacts : NULL,
                                .artifact_max_file = (size_t) args->artifact_max_file,
-                               .artifact_max_session = (size_t) args->artifact_max_session };
+                               .artifact_max_session = (size_t) args->artifact_max_session,
+                               .ipython_options = ipython };
+    opts.n_ipython_options = s_ipython_options (args, ipython);
     gw_persist_session_opts (persist, args, &opts);
     gw_server_t *server = gw_server_new (*conn_p, backend_p, &opts, args->max_msg, signal_fd,
                                          err, errlen);
@@ -285,10 +312,6 @@ main (int argc, char **argv)
         gw_args_usage (stderr);
         return S_EXIT_USAGE;
     }
-    if (args.traits)                            //  IPython's --Class.trait=value: one line
-        gw_log (GW_LOG_WARN, "gateway.options_ignored", "count=%u first=\"%.200s\" reason=\""
-                "IPython/traitlets options (--Class.trait=value) are accepted and not applied: "
-                "the kernel's IPython is configured by cellvm\"", args.traits, args.first_trait);
     if (!args.max_msg)
         args.max_msg = GW_WIRE_MAX_DEFAULT;
     if (!args.max_frame)

@@ -422,7 +422,8 @@ s_on_cellvm (kn_kernel_t *self, ch_msg_t **msg_p)
     //  may pass environment variables: the main thread applies both to Python
     //  before the next request that enters it.
     if (json_is_string (json_object_get (c, "entropy"))
-    ||  json_is_object (json_object_get (c, "env")))
+    ||  json_is_object (json_object_get (c, "env"))
+    ||  json_is_array (json_object_get (c, "ipython_options")))
         s_enqueue (self, msg_p);
 }
 

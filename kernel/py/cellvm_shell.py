@@ -861,11 +861,14 @@ class Kernel:
         session resumed) does not undo what the user's code set since."""
         global _ENV_APPLIED
         env = c.get("env")
-        if isinstance(env, dict) and not _ENV_APPLIED:
-            for k, v in env.items():
+        # Only a hello that carries some (a pool's warm-up hello has none) counts as applied.
+        if not _ENV_APPLIED and (env or c.get("ipython_options")):
+            for k, v in (env.items() if isinstance(env, dict) else ()):
                 if isinstance(k, str) and isinstance(v, str) and k and "=" not in k \
                         and "\0" not in k + v:
                     os.environ[k] = v
+            if isinstance(self.backend, IPythonBackend):
+                _apply_ipython_options(self.backend.shell, c.get("ipython_options"))
             _ENV_APPLIED = True
         if not isinstance(c.get("entropy"), str):
             return {"status": "ok"}
@@ -884,6 +887,26 @@ class Kernel:
 
 # ----------------------------------------------------------------------------
 #  The snapshot template's warm-up (docs/snapshots.md).
+
+def _apply_ipython_options(shell, options):
+    """--Class.trait=value options a runner passed (KernelManager's extra_arguments), set on
+    the shell's configurables of that class, the value read as traitlets reads the command
+    line (the trait's from_string). One that names no trait of ours, or a value the trait
+    refuses, is left alone (the gateway already warned about other classes)."""
+    targets = [shell] + list(getattr(shell, "configurables", []))
+    targets += list(shell.display_formatter.formatters.values())
+    for opt in options if isinstance(options, list) else ():
+        if not isinstance(opt, str) or not opt.startswith("--") or "=" not in opt:
+            continue
+        name, _, raw = opt[2:].partition("=")
+        cls, _, trait = name.rpartition(".")
+        for obj in targets:
+            if cls in {k.__name__ for k in type(obj).__mro__} and obj.has_trait(trait):
+                try:
+                    setattr(obj, trait, obj.traits()[trait].from_string(raw))
+                except Exception:
+                    pass
+
 
 _KERNEL = None
 _ENV_APPLIED = False        # the hello's env went into os.environ (do_cellvm_reseed_request)

@@ -70,21 +70,26 @@ def test_env_does_not_stop_clones_from_being_reseeded():
 @pytest.mark.parametrize("backend", list(BACKENDS))
 def test_a_runner_passing_ipython_options_gets_a_kernel(backend):
     """nbclient and other runners pass IPython's options (KernelManager's extra_arguments, as
-    --Class.trait=value); the gateway accepts them, says once that it does not apply them, and
-    the kernel works (issue 13, item 6)."""
+    --Class.trait=value): the gateway accepts them, the kernel's shell applies IPython's (here
+    ast_node_interactivity=all: every expression of a cell is displayed), and one warning names
+    the others (ipykernel's app options mean nothing here) (issue 13, item 6)."""
     from sessions import Session
     s = Session(BACKENDS[backend], name=f"traits-{backend}")
     try:
         start_kernel = s.km.start_kernel
         s.km.start_kernel = lambda **kw: start_kernel(
             extra_arguments=["--HistoryManager.hist_file=:memory:",
-                             "--InteractiveShell.colors=NoColor"], **kw)
+                             "--InteractiveShell.ast_node_interactivity=all",
+                             "--IPKernelApp.pylab=inline"], **kw)
         s.start()
-        r = s.run("print(6 * 7)")
-        assert r.status == "ok" and r.stdout == "42\n", r.describe()
+        r = s.run("6 * 7\n6 * 8")
+        assert r.status == "ok", r.describe()
+        shown = [m["content"]["data"]["text/plain"] for m in r.of_type("execute_result")]
+        assert shown == ["42", "48"], shown
         log = s.log_text()
-        assert log.count("event=gateway.options_ignored count=2") == 1, log[-3000:]
-        assert "--HistoryManager.hist_file=:memory:" in log
+        assert log.count("event=gateway.options_ignored count=1 ") == 1, log[-3000:]
+        assert 'first="--IPKernelApp.pylab=inline"' in log, log[-3000:]
+        assert "event=gateway.ipython_options count=2 " in log, log[-3000:]
     finally:
         s.close()
 
