@@ -128,6 +128,14 @@ s_close_fds (int *fds, size_t n)
         }
 }
 
+//  The kernel's own lines share our stderr: the same level as ours.
+static char *
+s_log_level (void)
+{
+    return gw_log_enabled (GW_LOG_DEBUG) ? "debug" : gw_log_enabled (GW_LOG_INFO) ? "info"
+         : gw_log_enabled (GW_LOG_WARN) ? "warn" : "error";
+}
+
 static int
 s_start (void *ctx, int *fd_p, char *err, size_t errlen)
 {
@@ -136,11 +144,8 @@ s_start (void *ctx, int *fd_p, char *err, size_t errlen)
     int fds [4] = { -1, -1, -1, -1 }, rc = 0;   //  socketpair, report pipe
     char fd_arg [8];
     snprintf (fd_arg, sizeof fd_arg, "%d", S_CHAN_FD);
-    //  The kernel's own lines share our stderr: the same level as ours.
-    char *level = gw_log_enabled (GW_LOG_DEBUG) ? "debug" : gw_log_enabled (GW_LOG_INFO) ? "info"
-                : gw_log_enabled (GW_LOG_WARN) ? "warn" : "error";
     char *argv [] = { self->path, "--fd", fd_arg, "--max-frame", self->max_frame,
-                      "--outdir", self->outdir, "--log-level", level, NULL };
+                      "--outdir", self->outdir, "--log-level", s_log_level (), NULL };
     if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0
     ||  pipe2 (fds + 2, O_CLOEXEC) < 0) {
         rc = -errno;
