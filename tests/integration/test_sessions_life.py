@@ -88,10 +88,15 @@ def hb_ping(s, timeout=30):
 
 
 def wait_paused(s, qemu, count=1):
-    """The count-th pause: logged, and QEMU gone."""
+    """The count-th pause: logged, QEMU gone, and the status file saying so (it is written on
+    a thread of its own, a moment after the log line)."""
     wait_log(s, "event=session.paused", count)
     assert wait_gone([qemu], TIMEOUT), f"QEMU {qemu} still runs after the pause"
     assert qemu_children(s.gateway_pid) == []
+    deadline = time.monotonic() + 10
+    while (session_status(s.gateway_pid) or {}).get("state") != "paused":
+        assert time.monotonic() < deadline, session_status(s.gateway_pid)
+        time.sleep(0.1)
 
 
 @pytest.fixture(params=["same-fs", "other-fs"])
