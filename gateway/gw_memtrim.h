@@ -2,17 +2,17 @@
 
     A paused session keeps its gateway (sockets, heartbeats) and nothing
     else. gw_memtrim_release frees the heap's unused pages (malloc_trim) and
-    asks the kernel to reclaim the process's read-only file pages
-    (MADV_PAGEOUT on its libraries' text and constants): they stay in the
-    page cache, shared and reclaimable, and come back on a minor fault when
-    the session wakes. Heartbeats touch a few of them again.
+    lets go of the read-only file pages it maps (libraries' text and
+    constants): MADV_PAGEOUT reclaims those no other process maps,
+    MADV_DONTNEED drops the mapping of the shared rest. They stay in the
+    page cache and come back on a minor fault. Mappings holding pages copied
+    on write (RELRO) are left: their bytes are no longer the file's.
 */
 #ifndef GW_MEMTRIM_H
 #define GW_MEMTRIM_H
 #include <stddef.h>
 
-//  Trim and page out; the bytes of read-only file mappings advised (0 when
-//  the kernel has no MADV_PAGEOUT, before Linux 5.4).
+//  Trim and let go; the bytes of read-only file mappings released.
 size_t gw_memtrim_release (void);
 
 #endif
