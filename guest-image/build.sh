@@ -8,16 +8,26 @@
 # Every slow step is cached by a hash of its inputs under $CELLVM_IMAGE_CACHE
 # (default /var/cache/cellvm/image), outside the work tree, so CI and later runs reuse it:
 #   kernel-<key>/   vmlinux + the few modules, from linux-image-*-cloud-amd64
-#   base-<key>.ext4 the debootstrap root file system (slow: minutes), keyed by package list
+#   base-<key>.ext4 the root file system: debootstrap, security updates, packages (minutes)
+#   base-<key>.json its package list (name, version, suite), published as OUTDIR/packages.json
 #   final-<key>/    base + cellvm-kernel + cellvm-init (seconds), keyed by base + binaries
 set -euo pipefail
 
 # Bump when a change here must rebuild the cached base/kernel (the package list is hashed anyway).
-BASE_VERSION=3
+BASE_VERSION=4
 KERNEL_VERSION_TAG=2
 SUITE=bookworm
 PACKAGES=(python3 python3-numpy python3-pandas python3-matplotlib python3-scipy python3-ipython
-          python3-matplotlib-inline libpython3.11 libjansson4 libssl3 e2fsprogs)
+          python3-matplotlib-inline python3-ipywidgets python3-debugpy libpython3.11 libjansson4
+          libssl3 e2fsprogs
+          python3-ipython-genutils)  # ipywidgets imports it but only the notebook depends on it
+# Dependencies the kernel never runs, kept out by a local package that Provides them:
+# python3-scipy Depends on python3-pythran (a build-time compiler: gcc, g++, libboost-dev,
+# python3-dev, ~500 MB), python3-ipywidgets on python3-widgetsnbextension (the notebook server
+# and its JavaScript), python3-debugpy's pydevd on gdb (only for attaching to another pid).
+EXCLUDE=(python3-pythran python3-widgetsnbextension gdb)
+# Never in the image (checked after the install; tests/integration/test_image.py too).
+ABSENT=(gcc gcc-12 g++ cpp binutils libc6-dev python3-dev libpython3.11-dev make)
 # Loaded by the initramfs in dependency order (computed from modinfo; no modules.dep shipped).
 MODULES=(virtio_mmio virtio_blk virtio_console overlay virtio-rng)
 HOST_TOOLS=(debootstrap:debootstrap qemu-system-x86_64:qemu-system-x86 lz4:lz4
@@ -79,6 +89,14 @@ mirror() {
         | grep -v security | head -n1 || true)
     echo "${m:-http://deb.debian.org/debian}"
 }
+security_mirror() {
+    local m
+    m=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' \
+        | grep security | head -n1 || true)
+    [ -n "$m" ] || m=$(grep -hs "^deb .* $SUITE-security " /etc/apt/sources.list | awk '{print $2}' \
+        | head -n1 || true)
+    echo "${m:-http://security.debian.org/debian-security}"
+}
 
 # --- kernel: linux-image-*-cloud-amd64, uncompressed vmlinux + modules ----------------------
 build_kernel() {
@@ -130,12 +148,14 @@ module_order() {
 
 # --- base root file system: debootstrap, cleaned of anything host-specific ------------------
 build_base() {
-    local img=$1 tmp tree
+    local img=$1 meta=$2 tmp tree
     tmp=$(mktemp -d "$CACHE/tmp.base.XXXXXX"); tree=$tmp/root
-    local inc; inc=$(IFS=,; echo "${PACKAGES[*]}")
-    log "debootstrap $SUITE from $(mirror) (a few minutes)"
-    debootstrap --variant=minbase --include="$inc" "$SUITE" "$tree" "$(mirror)" \
+    log "debootstrap $SUITE minbase from $(mirror)"
+    debootstrap --variant=minbase "$SUITE" "$tree" "$(mirror)" \
         > "$tmp/debootstrap.log" 2>&1 || { tail -n 30 "$tmp/debootstrap.log"; die "debootstrap failed"; }
+    step "base: security updates and packages"
+    install_packages "$tree" "$tmp"
+    package_list "$tree" "$tmp" > "$tmp/packages.json"
     step "base: configure"
     configure_base "$tree"
     step "base: mkfs.ext4"
@@ -143,8 +163,92 @@ build_base() {
     truncate -s "$((mb * 115 / 100 + 200))M" "$tmp/base.ext4"
     mkfs.ext4 -q -F -L cellvm-root -m 0 -O ^has_journal -E root_owner=0:0 \
         -d "$tree" "$tmp/base.ext4" "$((mb * 115 / 100 + 200))M"
+    mv "$tmp/packages.json" "$meta"
     mv "$tmp/base.ext4" "$img"
     rm -rf "$tmp"
+}
+
+# debootstrap installs the release as first published: add -updates and -security, upgrade,
+# then install PACKAGES (Depends only, as debootstrap did) with EXCLUDE stood in for.
+install_packages() {
+    local r=$1 tmp=$2 p
+    rm -f "$r/etc/apt/sources.list"
+    cat > "$r/etc/apt/sources.list.d/debian.sources" <<EOF
+Types: deb
+URIs: $(mirror)
+Suites: $SUITE $SUITE-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: $(security_mirror)
+Suites: $SUITE-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+    mkdir -p "$tmp/stub/DEBIAN"
+    cat > "$tmp/stub/DEBIAN/control" <<EOF
+Package: cellvm-guest-exclusions
+Version: 1
+Architecture: all
+Maintainer: cellvm <root@localhost>
+Provides: $(printf '%s, ' "${EXCLUDE[@]}" | sed 's/, $//')
+Description: stands in for dependencies the cellvm guest never runs
+ See EXCLUDE in guest-image/build.sh.
+EOF
+    dpkg-deb --root-owner-group -b "$tmp/stub" "$r/tmp/exclusions.deb" >/dev/null
+    local apt=(chroot "$r" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8
+               DEBIAN_FRONTEND=noninteractive)
+    "${apt[@]}" apt-get update > "$tmp/apt.log" 2>&1 \
+        && "${apt[@]}" apt-get -y dist-upgrade >> "$tmp/apt.log" 2>&1 \
+        && date -u +%Y-%m-%dT%H:%M:%SZ > "$tmp/upgraded" \
+        && "${apt[@]}" dpkg -i /tmp/exclusions.deb >> "$tmp/apt.log" 2>&1 \
+        && "${apt[@]}" apt-get -y --no-install-recommends install "${PACKAGES[@]}" \
+            >> "$tmp/apt.log" 2>&1 \
+        || { tail -n 30 "$tmp/apt.log"; die "apt-get in the new root failed"; }
+    "${apt[@]}" apt-get clean
+    rm -f "$r/tmp/exclusions.deb"
+    for p in "${EXCLUDE[@]}" "${ABSENT[@]}"; do
+        if "${apt[@]}" dpkg -s "$p" >/dev/null 2>&1; then die "$p got installed"; fi
+    done
+}
+
+# The installed packages as JSON (one line each), with the suite each version came from;
+# needs the apt lists, so it runs before configure_base deletes them.
+package_list() {
+    local r=$1 tmp=$2 f
+    # shellcheck disable=SC2016
+    chroot "$r" dpkg-query -W -f '${Package}\t${Version}\t${Architecture}\n' | sort > "$tmp/dpkg.tsv"
+    # shellcheck disable=SC2046
+    chroot "$r" apt-cache policy $(cut -f1 "$tmp/dpkg.tsv") > "$tmp/policy.txt"
+    # The suite: the first archive under the installed (***) version. A candidate newer than
+    # the installed version would be an update the upgrade missed.
+    awk -F'\t' '
+        FNR == NR {
+            if ($0 ~ /^[^ ]/) { p = $0; sub(/:.*/, "", p); star = 0 }
+            else if ($0 ~ /^  Candidate: /) cand[p] = substr($0, 14)
+            else if ($0 ~ /^ \*\*\* /) star = 1
+            else if ($0 ~ /^     [^ ]/) star = 0
+            else if (star && $0 !~ /\/var\/lib\/dpkg\/status/ && !(p in suite)) {
+                split($0, w, " "); s = w[3]; sub(/\/.*/, "", s); suite[p] = s }
+            next }
+        { print $1 "\t" $2 "\t" $3 "\t" (($1 in suite) ? suite[$1] : "local") "\t" cand[$1] }
+    ' "$tmp/policy.txt" "$tmp/dpkg.tsv" > "$tmp/packages.tsv"
+    if awk -F'\t' '$5 != $2 { print; bad = 1 } END { exit !bad }' "$tmp/packages.tsv" >&2; then
+        die "installed versions older than the archive's (held back?)"
+    fi
+    printf '{"suite": "%s",\n "sources": ["%s %s %s-updates", "%s %s-security"],\n' \
+        "$SUITE" "$(mirror)" "$SUITE" "$SUITE" "$(security_mirror)" "$SUITE"
+    printf ' "upgraded_at": "%s",\n "archive_dates": {' "$(cat "$tmp/upgraded")"
+    for f in "$r"/var/lib/apt/lists/*_InRelease; do
+        awk '/^Codename:/ { c = $2 } /^Date:/ { d = substr($0, 7) }
+             END { printf "\"%s\": \"%s\", ", c, d }' "$f"
+    done | sed 's/, $//'
+    printf '},\n "excluded": [%s],\n "packages": [\n' \
+        "$(printf '"%s", ' "${EXCLUDE[@]}" | sed 's/, $//')"
+    awk -F'\t' '{ printf "%s  {\"name\": \"%s\", \"version\": \"%s\", \"arch\": \"%s\", \"suite\": \"%s\"}",
+                   (NR > 1 ? ",\n" : ""), $1, $2, $3, $4 } END { print "" }' "$tmp/packages.tsv"
+    printf ' ]}\n'
 }
 
 # Nothing of the host may stay in the image: debootstrap copies resolv.conf and the hostname.
@@ -227,9 +331,10 @@ main() {
     if [ -f "$kdir/vmlinux" ]; then log "cached $kdir"; else build_kernel "$kdir"; fi
 
     step "base root file system"
-    local bkey; bkey=$(printf 'b%s %s %s' "$BASE_VERSION" "$SUITE" "${PACKAGES[*]}" | sha)
-    local base=$CACHE/base-$bkey.ext4
-    if [ -f "$base" ]; then log "cached $base"; else build_base "$base"; fi
+    local bkey; bkey=$(printf 'b%s %s %s / %s' "$BASE_VERSION" "$SUITE" "${PACKAGES[*]}" \
+                       "${EXCLUDE[*]}" | sha)
+    local base=$CACHE/base-$bkey.ext4 pkgs=$CACHE/base-$bkey.json
+    if [ -f "$base" ] && [ -f "$pkgs" ]; then log "cached $base"; else build_base "$base" "$pkgs"; fi
 
     if [ "$PREFETCH" = 1 ]; then step ""; log "kernel and base cached"; return 0; fi
 
@@ -253,6 +358,10 @@ main() {
     publish "$initrd" initrd.img
     publish "$final/rootfs.ext4" rootfs.ext4
     publish "$init" cellvm-init
+    publish "$pkgs" packages.json
+    local npkg nsec
+    npkg=$(grep -c '^  {"name"' "$pkgs")
+    nsec=$(grep -c "\"suite\": \"$SUITE-security\"" "$pkgs" || true)
     local ihash; ihash=$(printf '%s %s %s %s' "$kkey" "$rkey" "$bkey" "$fkey" | sha)
     cat > "$OUT/image.json.tmp" <<EOF
 {"image_hash": "$ihash", "kernel_release": "$(cat "$kdir/release")",
@@ -260,6 +369,7 @@ main() {
  "cmdline": "console=ttyS0 quiet panic=-1 reboot=t",
  "kernel_port": "cellvm.kernel", "control_port": "cellvm.init",
  "packages": "$(printf '%s ' "${PACKAGES[@]}" | sed 's/ $//')",
+ "package_list": "packages.json", "installed_packages": $npkg, "security_updates": $nsec,
  "cache": "$CACHE"}
 EOF
     mv "$OUT/image.json.tmp" "$OUT/image.json"
@@ -269,6 +379,10 @@ EOF
         ls -dt "$CACHE/$kind"* 2>/dev/null | tail -n +4 | xargs -r rm -rf
     done
     step ""
+    log "$npkg packages (name=version, * from $SUITE-security: $nsec), in $OUT/packages.json:"
+    sed -n 's/^  {"name": "\([^"]*\)", "version": "\([^"]*\)".*"suite": "\([^"]*\)"}.*/\1=\2 \3/p' "$pkgs" \
+        | awk -v sec="$SUITE-security" '{ printf "%s%s ", $1, ($2 == sec ? "*" : "") } END { print "" }' \
+        | fold -s -w 110 | sed 's/^/    /'
     log "image $ihash ready in $OUT"
 }
 
