@@ -33,6 +33,7 @@ struct _gw_session_t {
     bool restart_pending;                       //  NONE: a restart is scheduled
     bool hello;                                 //  this kernel said hello
     bool killed;                                //  we killed this kernel
+    int notices;                                //  protocol_error notices from this kernel
     char end_reason [320];                      //  why we ended it ("" = it died)
     int starts;                                 //  kernels started
     int failures;                               //  starts in a row without a hello
@@ -49,6 +50,7 @@ struct _gw_session_t {
     //  gw_session_life.c
     int64_t started_at, last_activity;          //  zclock_mono
     bool pausing, paused;                       //  idle pause under way / done
+    unsigned pause_failures;                    //  in a row: each doubles the wait
     bool restart_requested;                     //  shutdown_request with restart: true
     bool snapshotting;                          //  a cellvm_snapshot_request is under way
 };

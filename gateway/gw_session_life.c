@@ -54,15 +54,19 @@ s_paused (void *arg, int rc, const json_t *reply, const uint8_t *data, size_t le
     gw_session_t *self = arg;
     self->pausing = false;
     if (rc < 0) {
-        gw_log (GW_LOG_WARN, "session.pause_failed", "reason=\"%s\" action=\"keep running\"",
-                err);
-        self->last_activity = zclock_mono ();   //  try again after another idle period
+        //  A full store stays full for a while: wait 2, 4, ... 64 idle periods.
+        if (self->pause_failures < 6)
+            self->pause_failures++;
+        gw_log (GW_LOG_WARN, "session.pause_failed", "reason=\"%s\" action=\"keep running\" "
+                "retry_after_s=%g", err, self->opts.idle_pause * (1u << self->pause_failures));
+        self->last_activity = zclock_mono ();
         gw_session__flush_held (self);
         return;
     }
     gw_chan_destroy (&self->chan);
     self->state = GW_SESSION_NONE;
     self->paused = true;
+    self->pause_failures = 0;
     size_t paged = gw_memtrim_release ();     //  a paused session should cost ~nothing
     gw_log (GW_LOG_INFO, "session.paused", "snapshot=%s pageout_advised_kib=%zu",
             self->opts.pause_name, paged >> 10);
@@ -116,7 +120,8 @@ gw_session__life_tick (gw_session_t *self, int64_t now)
         s_expire (self, "was idle longer than its limit (--idle-timeout)",
                   self->opts.idle_timeout);
     else if (self->opts.idle_pause > 0 && idle && self->state == GW_SESSION_READY
-         &&  !self->pausing && idle_ms >= (int64_t) (self->opts.idle_pause * 1000)
+         &&  !self->pausing
+         &&  idle_ms >= (int64_t) (self->opts.idle_pause * 1000) << self->pause_failures
          &&  self->opts.pause_name && self->opts.snapshot_dir)
         s_pause (self);
 }

@@ -197,6 +197,44 @@ def test_a_gateway_killed_while_paused_leaves_a_resumable_snapshot(tmp_path):
         r.close()
 
 
+def test_an_idle_pause_into_a_full_store_says_so_and_the_session_runs_on(tmp_path):
+    """The store has room for a few MB, the VM's RAM needs hundreds: the pause fails, the log
+    says why in words, the session keeps running in RAM, nothing of the attempt is left under
+    any name, and the next attempt waits twice as long."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m,mode=0700", "tmpfs", str(mnt)],
+                   check=True)
+    store = mnt / "store"
+    s = None
+    try:
+        s = start("cellvm", "pausefull", ["--snapshot-dir", store, "--idle-pause", IDLE_PAUSE])
+        r = s.run(SETUP)
+        assert r.status == "ok", r.describe()
+        qemu = s.qemu_pid()
+        wait_log(s, "event=session.pause_failed")
+        line = [ln for ln in s.log_text().splitlines() if "session.pause_failed" in ln][0]
+        assert "space" in line.lower(), f"the log does not say the store is full: {line}"
+        m = re.search(r"retry_after_s=(\d+)", line)
+        assert m and int(m.group(1)) == 2 * IDLE_PAUSE, line
+        assert "event=session.paused" not in s.log_text()
+        assert s.qemu_pid() == qemu, "the VM did not keep running"
+        assert qemu_children(s.gateway_pid) == [qemu]
+        assert last_json(s.output(STATE)) == EXPECTED
+        assert (session_status(s.gateway_pid) or {}).get("state") in ("idle", "running")
+        assert snapshot_list(store) == {}, "a failed pause is visible in the store"
+        left = [p.name for p in store.iterdir()
+                if p.name.startswith((".staging", ".trash", "paused-"))] if store.exists() else []
+        assert left == [], f"the failed pause left {left} in the store"
+        st = os.statvfs(mnt)
+        assert (st.f_blocks - st.f_bfree) * st.f_frsize < 1 << 20, "its bytes are still there"
+    finally:
+        if s is not None:
+            s.close()
+        if subprocess.run(["umount", str(mnt)]).returncode != 0:
+            subprocess.run(["umount", "-l", str(mnt)])
+
+
 # --------------------------------------------------------------------------
 # Lifetimes
 
