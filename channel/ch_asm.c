@@ -34,6 +34,8 @@ ch_asm_new (const ch_limits_t *limits)
         self->limits.max_msg = self->limits.max_frame;
     if (!self->limits.max_buffer)
         self->limits.max_buffer = self->limits.max_frame;
+    if (!self->limits.max_json || self->limits.max_json > self->limits.max_frame)
+        self->limits.max_json = self->limits.max_frame;
     self->dec = ch_frame_dec_new (self->limits.max_frame);
     if (!self->dec)
         abort ();
@@ -167,10 +169,13 @@ ch_asm_feed (ch_asm_t *self, const uint8_t *data, size_t len, size_t *used_p,
     *used_p = 0;
     self->why [0] = 0;
     while (*used_p < len && !*msg_p) {
+        uint32_t max = (uint32_t) (self->pending ? self->limits.max_frame : self->limits.max_json);
+        ch_frame_dec_set_max (self->dec, max);
         long k = ch_frame_dec_feed (self->dec, data + *used_p, len - *used_p);
         if (k < 0) {
-            snprintf (self->why, sizeof self->why, "frame length %u is out of range 1..%u",
-                      ch_frame_dec_bad_length (self->dec), self->limits.max_frame);
+            snprintf (self->why, sizeof self->why, "%sframe length %u is out of range 1..%u",
+                      max < self->limits.max_frame ? "JSON " : "",
+                      ch_frame_dec_bad_length (self->dec), max);
             self->broken = true;
             return -EPROTO;
         }

@@ -30,6 +30,9 @@ typedef struct {
     uint32_t max_frame;                         //  one frame (0: CH_FRAME_MAX_DEFAULT)
     size_t max_msg;                             //  JSON + buffers (0: max_frame)
     size_t max_buffer;                          //  one buffer (0: max_frame)
+    size_t max_json;                            //  one message's JSON frame (0: max_frame):
+                                                //  a longer one breaks the stream (-EPROTO)
+                                                //  before any of it is read or parsed
 } ch_limits_t;
 
 typedef struct _ch_asm_t ch_asm_t;

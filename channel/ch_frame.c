@@ -8,6 +8,7 @@
 
 struct _ch_frame_dec_t {
     uint32_t max_frame;     //  largest acceptable L
+    uint32_t max_now;       //  ... for the next header (ch_frame_dec_set_max)
     uint8_t hdr[CH_FRAME_HDR];
     size_t hdr_have;        //  header bytes collected so far
     uint8_t *body;          //  body being filled, NULL while reading header
@@ -32,7 +33,7 @@ ch_frame_dec_new (uint32_t max_frame)
     assert (max_frame > 0);
     ch_frame_dec_t *self = calloc (1, sizeof *self);
     if (self)
-        self->max_frame = max_frame;
+        self->max_frame = self->max_now = max_frame;
     return self;
 }
 
@@ -119,7 +120,7 @@ s_start_body (ch_frame_dec_t *self)
         self->match = 0;
         return 0;
     }
-    if (len == 0 || len > self->max_frame) {
+    if (len == 0 || len > self->max_now) {
         self->dead = 1;
         self->bad_length = len;
         return -EPROTO;
@@ -136,6 +137,13 @@ s_start_body (ch_frame_dec_t *self)
     self->body_len = len;
     self->body_have = 0;
     return 0;
+}
+
+void
+ch_frame_dec_set_max (ch_frame_dec_t *self, uint32_t max_frame)
+{
+    assert (self && max_frame > 0);
+    self->max_now = max_frame < self->max_frame ? max_frame : self->max_frame;
 }
 
 //  Header bytes, then the body's allocation (or its discarding).

@@ -19,6 +19,10 @@ typedef struct _ch_frame_dec_t ch_frame_dec_t;
 //  Create a decoder that accepts frames of 1..max_frame bytes.
 ch_frame_dec_t *ch_frame_dec_new (uint32_t max_frame);
 
+//  Change the largest acceptable length for the frames whose header comes
+//  next (1..the max given to ch_frame_dec_new).
+void ch_frame_dec_set_max (ch_frame_dec_t *self, uint32_t max_frame);
+
 //  Destroy the decoder and any partial frame; nulls *self_p.
 void ch_frame_dec_destroy (ch_frame_dec_t **self_p);
 

@@ -36,6 +36,8 @@
 #define S_TICK_MS 200               //  init hellos while it boots; chunk deadlines
 #define S_CHUNK_MS 60000            //  one chunk's round trip through init (seam: less)
 #define S_NOT_READING "the VM's init is not reading its port"
+#define S_PUMP_MAX 256              //  messages from init per event; then the timer goes on
+#define S_READ_BUDGET (1u << 20)    //  bytes read from init per event
 
 //  ---------------------------------------------------------------------------
 //  Init's port
@@ -83,8 +85,11 @@ s_drop_init (s_self_t *self)
 static void
 s_send_init_hello (s_self_t *self)
 {
+    char id [37];
     json_t *c = ch_hello_driver (CH_PROTO_INIT, "cellvm-gateway", 0);
-    gw_init_send (self->init, "hello", &c, NULL, 0, NULL);
+    if (gw_init_send (self->init, "hello", &c, NULL, 0, id) == 0)
+        gw_watch_owed (self->watch, "hello");
+    json_decref (c);                            //  NULL once sent
     gw_microvm__watch_init (self);
 }
 
@@ -141,7 +146,13 @@ s_op_reply (s_self_t *self, const ch_msg_t *msg)
     for (s_op_t *op = self->ops; pid && op; op = op->next)
         if (op->id [0] && strcmp (op->id, pid) == 0) {
             json_t *c = ch_msg_content (msg);
-            if (strcmp (json_string_value (json_object_get (c, "status")) ?: "", "ok") == 0)
+            char bad [400];
+            bool ok = strcmp (json_string_value (json_object_get (c, "status")) ?: "", "ok") == 0;
+            if (ok && gw_microvm__check_file_reply (op, msg, bad, sizeof bad) < 0) {
+                s_op_end (self, op, -EPROTO, NULL, bad);
+                gw_microvm__unasked (self, "a file reply that breaks the protocol");
+            }
+            else if (ok)
                 s_op_end (self, op, 0, msg, "");
             else {
                 char err [600];
@@ -261,6 +272,7 @@ s_on_init_msg (s_self_t *self, ch_msg_t *msg)
 {
     const char *type = ch_msg_type (msg);
     json_t *c = ch_msg_content (msg);
+    bool asked = gw_watch_answer (self->watch, msg);
     if (gw_microvm__on_init_reply (self, msg))
         return 0;
     if (strcmp (type, "hello") == 0 && !self->init_ready) {
@@ -277,11 +289,16 @@ s_on_init_msg (s_self_t *self, ch_msg_t *msg)
             s_on_kernel_exited (self, c);
             return 1;
         }
-        gw_log (GW_LOG_INFO, "vm.kernel_exited_stale", "requested=%s",
-                requested ? "true" : "false");
+        if (requested)
+            gw_log (GW_LOG_INFO, "vm.kernel_exited_stale", "requested=true");
+        else
+            gw_microvm__unasked (self, "kernel_exited for no running kernel");
     }
-    else if (!s_op_reply (self, msg)
-         &&  strcmp (json_string_value (json_object_get (c, "status")) ?: "ok", "ok") != 0)
+    else if (s_op_reply (self, msg))
+        ;
+    else if (!asked)
+        gw_microvm__unasked (self, type);
+    else if (strcmp (json_string_value (json_object_get (c, "status")) ?: "ok", "ok") != 0)
         gw_log (GW_LOG_WARN, "vm.init_error", "msg_type=%s ename=%s", type,
                 json_string_value (json_object_get (c, "ename")) ?: "?");
     return 0;
@@ -303,12 +320,16 @@ s_event_fd (void *ctx)
 static void
 s_init_lost (s_self_t *self, int rc)
 {
+    char why [300];
+    snprintf (why, sizeof why, "its init broke the protocol of its control port (%s)",
+              self->init ? gw_init_why (self->init) : "?");
     gw_log (GW_LOG_WARN, "vm.init_lost", "reason=\"%s\"",
             rc == -EPIPE ? "control port closed" : "malformed input from init");
     s_drop_init (self);
-    s_ops_fail (self, false, "the VM's init stopped answering");
-    if (rc == -EPROTO && self->vm)
-        gw_vmh_kill (self->vm);
+    s_ops_fail (self, false, rc == -EPROTO ? "the VM's init broke the protocol"
+                                           : "the VM's init stopped answering");
+    if (rc == -EPROTO)
+        gw_microvm__stop_vm (self, why);
 }
 
 static void
@@ -334,8 +355,14 @@ s_on_event (void *ctx)
 {
     s_self_t *self = ctx;
     s_on_tick (self);
-    int died = 0, rc = self->init ? gw_init_flush (self->init) : 0;
-    while (self->init && rc == 0) {
+    int died = 0, n = 0, rc = self->init ? gw_init_flush (self->init) : 0;
+    if (self->init)
+        gw_init_set_budget (self->init, S_READ_BUDGET);
+    while (self->init && rc == 0 && !self->stop_why [0]) {
+        if (n++ == S_PUMP_MAX) {                //  a flood must not hold the reactor:
+            gw_microvm__timer (self, true);     //  the rest on the next tick
+            break;
+        }
         ch_msg_t *msg = NULL;
         rc = gw_init_pump (self->init, &msg);
         if (rc == 0)
@@ -378,6 +405,7 @@ gw_microvm__drop_vm (s_self_t *self)
     else
         gw_vmh_destroy (&self->vm);
     gw_microvm__timer (self, false);
+    gw_microvm__watch_vm (self);
 }
 
 //  The real cold boot: a QEMU from the image.
@@ -405,6 +433,7 @@ s_boot (s_self_t *self, char *err, size_t errlen)
             gw_vmh_run_dir (vm));
     self->vm = vm;
     self->init_ready = false;
+    gw_microvm__watch_vm (self);
     gw_microvm__timer (self, true);                       //  also drives connecting init's port
     return 0;
 }
@@ -470,8 +499,11 @@ s_start (void *ctx, int *fd_p, char *err, size_t errlen)
         return 0;                               //  connect takes the new VM
     }
     json_t *c = json_object ();
-    int rc = self->init ? gw_init_send (self->init, "restart_request", &c, NULL, 0, NULL) : -EPIPE;
+    char id [37];
+    int rc = self->init ? gw_init_send (self->init, "restart_request", &c, NULL, 0, id) : -EPIPE;
     json_decref (c);                            //  NULL once sent
+    if (rc == 0)
+        gw_watch_sent (self->watch, id);
     if (rc < 0) {
         snprintf (err, errlen, "the VM's init does not answer; it will be replaced");
         gw_microvm__drop_vm (self);
@@ -502,6 +534,9 @@ s_take_start (s_self_t *self, char *err, size_t errlen)
         gw_microvm__started (self, rc, res.how);
         self->vm = res.vm;
         self->kernel_fd = res.kernel_fd;
+        gw_microvm__watch_vm (self);
+        if (res.how && strcmp (res.how, "pool") == 0)
+            gw_watch_owed (self->watch, "set_time_reply");  //  gw_vmstart asked it
         s_adopt_init (self, &res.init, true);
         s_ops_send_waiting (self);              //  chunks asked for while it started
         return 0;
@@ -546,9 +581,11 @@ s_kill (void *ctx)
     if (!self->vm)
         return self->starting ? 0 : -ESRCH;
     json_t *c = json_pack ("{s:s}", "signal", "SIGKILL");
+    char id [37];
     //  Kill only the kernel (its whole cgroup); the VM and /workspace stay.
-    if (self->init && self->init_ready
-    &&  gw_init_send (self->init, "kill_request", &c, NULL, 0, NULL) == 0) {
+    if (self->init && self->init_ready && !self->stop_why [0]
+    &&  gw_init_send (self->init, "kill_request", &c, NULL, 0, id) == 0) {
+        gw_watch_sent (self->watch, id);
         gw_microvm__watch_init (self);
         return 0;
     }
@@ -570,11 +607,10 @@ s_vm_died (s_self_t *self, int status, gw_exit_t *exit_p)
     else
         snprintf (how, sizeof how, " (QEMU %s %d)", exit_p->signal ? "killed by signal"
                   : "exited with status", exit_p->signal ? exit_p->signal : exit_p->exit_code);
-    snprintf (exit_p->detail, sizeof exit_p->detail, "The session's virtual machine itself "
-              "stopped%s; everything in its memory and /workspace is gone. A new VM is "
-              "starting", how);
-    gw_log (GW_LOG_ERROR, "vm.died", "exit_code=%d signal=%d console=%s host=\"%s\"",
-            exit_p->exit_code, exit_p->signal, gw_vmh_console (self->vm), host);
+    gw_log (GW_LOG_ERROR, "vm.died", "exit_code=%d signal=%d console=%s host=\"%s\" by=%s",
+            exit_p->exit_code, exit_p->signal, gw_vmh_console (self->vm), host,
+            self->stop_why [0] ? "gateway" : "itself");
+    gw_microvm__vm_detail (self, how, exit_p);
     gw_microvm__drop_vm (self);
     self->kernel_alive = false;
 }
@@ -600,6 +636,7 @@ s_reap (void *ctx, gw_exit_t *exit_p)
     }
     if (!self->vm)
         return self->starting ? -EAGAIN : -ECHILD;
+    gw_microvm__watch_tick (self);              //  a frozen or flooding VM is stopped
     if (self->have_exit) {
         *exit_p = self->exit;
         self->have_exit = false;
@@ -636,6 +673,7 @@ s_destroy (void *ctx)
     gw_vmstart_destroy (&self->starter);
     gw_microvm__drop_vm (self);
     gw_microvm__end (self);
+    gw_watch_destroy (&self->watch);
     gw_rundir_destroy (&self->chain_rd);
     if (self->epfd >= 0)
         close (self->epfd);
@@ -689,6 +727,7 @@ gw_backend_microvm_new_opts (const gw_vm_config_t *cfg, const gw_microvm_opts_t 
     snprintf (self->disk_top, sizeof self->disk_top, "%s", GW_VMARGV_DISK);
     self->chunk_ms = self->seam.chunk_ms ? self->seam.chunk_ms : S_CHUNK_MS;
     self->kernel_fd = -1;
+    self->watch = gw_watch_new ();
     self->epfd = epoll_create1 (EPOLL_CLOEXEC);
     self->timerfd = timerfd_create (CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (self->epfd < 0 || s_watch (self->epfd, self->timerfd) < 0) {

@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
+#include <linux/sockios.h>
 
 #define S_READ_CHUNK 65536
 
@@ -25,9 +28,20 @@ struct _gw_chan_t {
     ch_outq_t *out;                             //  outgoing, capped at max_out
     bool dead;                                  //  a write failed: peer gone
     char why [192];                             //  reason of the last bad input
+    int64_t out_since;                          //  bytes waiting, none taken since (0: none)
+    size_t out_pending;                         //  ... how many (queue + socket) at the last look
+    int64_t in_since;                           //  a message begun, none ended since (0: none)
 };
 
 #define GW_CHAN_RAW_MIN 1024     //  smaller frames are parsed as usual
+
+static int64_t
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 gw_chan_t *
 gw_chan_new (int fd, uint32_t max_frame, size_t max_msg, size_t max_out)
@@ -108,15 +122,30 @@ gw_chan_flush (gw_chan_t *self)
     return self->dead ? -EPIPE : 0;
 }
 
+//  Bytes sent that the peer has not read: our queue, and what sits in the
+//  socket (SIOCOUTQ: a unix socket counts what the peer has not taken yet).
+static size_t
+s_unread (const gw_chan_t *self)
+{
+    int insock = 0;
+    if (ioctl (self->fd, SIOCOUTQ, &insock) < 0 || insock < 0)
+        insock = 0;
+    return ch_outq_bytes (self->out) + (size_t) insock;
+}
+
 //  --------------------------------------------------------------------------
 //  Incoming.
 
 //  Feed n bytes through the assembler, handing out every complete message.
+//  A read that ended inside a message starts (or, when a message ended in
+//  it, restarts) the clock of gw_chan_stalled; one that ended between
+//  messages stops it.
 static int
 s_feed (gw_chan_t *self, const uint8_t *data, size_t n, gw_chan_msg_fn *on_msg,
         void *arg, const char **why)
 {
     size_t off = 0;
+    bool ended = false, partial = false;
     while (off < n) {
         size_t used = 0;
         ch_msg_t *msg = NULL;
@@ -127,12 +156,18 @@ s_feed (gw_chan_t *self, const uint8_t *data, size_t n, gw_chan_msg_fn *on_msg,
             *why = self->why;
             return rc;
         }
+        partial = msg == NULL;
+        ended |= msg != NULL;
         if (msg)
             rc = on_msg (arg, &msg);
         ch_msg_destroy (&msg);
         if (rc != 0)
             return rc;
     }
+    if (!partial)
+        self->in_since = 0;
+    else if (ended || !self->in_since)
+        self->in_since = s_now_ms ();
     return 0;
 }
 
@@ -150,4 +185,34 @@ gw_chan_read (gw_chan_t *self, gw_chan_msg_fn *on_msg, void *arg, const char **w
         return -EPIPE;
     }
     return s_feed (self, buf, (size_t) n, on_msg, arg, why);
+}
+
+int64_t
+gw_chan_stalled (gw_chan_t *self, char *why, size_t whylen)
+{
+    assert (self);
+    int64_t now = s_now_ms ();
+    size_t unread = self->dead ? 0 : s_unread (self);
+    if (unread == 0)
+        self->out_since = 0;
+    else if (unread < self->out_pending || !self->out_since)
+        self->out_since = now;                  //  the peer took some: a new wait
+    self->out_pending = unread;
+    int64_t out = self->out_since ? now - self->out_since : 0;
+    int64_t in = self->in_since ? now - self->in_since : 0;
+    if (why && out >= in && out > 0)
+        snprintf (why, whylen, "it stopped reading its channel: %zu bytes sent to it have "
+                  "waited %.1f s", unread, (double) out / 1000);
+    else if (why && in > 0)
+        snprintf (why, whylen, "it began a message and sent nothing to complete it for %.1f s",
+                  (double) in / 1000);
+    return out > in ? out : in;
+}
+
+void
+gw_chan_stall_reset (gw_chan_t *self)
+{
+    assert (self);
+    self->out_since = self->in_since = 0;
+    self->out_pending = 0;
 }

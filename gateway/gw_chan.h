@@ -57,4 +57,15 @@ int gw_chan_flush (gw_chan_t *self);
 //  max_msg), with *why set to a static or chan-owned reason.
 int gw_chan_read (gw_chan_t *self, gw_chan_msg_fn *on_msg, void *arg, const char **why);
 
+//  How long (ms) the channel has been stuck, 0 when it is not: bytes sent
+//  (queued here or in the socket) of which the peer has taken none since
+//  (it stopped reading; call this often: each call looks), or a message it
+//  began and has not completed (it stopped writing mid-message). A live
+//  peer that reads and writes whole messages, however slowly, is never
+//  stuck for long. why (may be NULL) gets the words.
+int64_t gw_chan_stalled (gw_chan_t *self, char *why, size_t whylen);
+
+//  Start both clocks of gw_chan_stalled afresh (the peer is paused on purpose).
+void gw_chan_stall_reset (gw_chan_t *self);
+
 #endif

@@ -31,6 +31,9 @@ struct _gw_init_t {
     bool dead;                  //  a write failed: the port is gone
     s_node_t *head, *tail;      //  read during a call, not yet pumped
     char session [37];
+    char why [192];             //  the last bad input, "" none
+    size_t budget;              //  bytes gw_init_pump may still read, 0: no limit
+    bool budgeted;
     uint8_t rbuf [65536];       //  read but not yet fed
     size_t rpos, rlen;
 };
@@ -43,7 +46,8 @@ gw_init_new (int fd, uint32_t max_frame)
         abort ();
     self->fd = fd;
     self->max_frame = max_frame;
-    ch_limits_t lim = { .max_frame = max_frame, .max_msg = GW_INIT_MAX_MSG };
+    ch_limits_t lim = { .max_frame = max_frame, .max_msg = GW_INIT_MAX_MSG,
+                        .max_json = GW_INIT_MAX_JSON };
     self->asm_ = ch_asm_new (&lim);
     self->out = ch_outq_new (max_frame, GW_INIT_MAX_OUT);
     ch_uuid4 (self->session);
@@ -76,6 +80,21 @@ int
 gw_init_fd (const gw_init_t *self)
 {
     return self->fd;
+}
+
+void
+gw_init_set_budget (gw_init_t *self, size_t bytes)
+{
+    assert (self);
+    self->budget = bytes;
+    self->budgeted = bytes > 0;
+}
+
+const char *
+gw_init_why (const gw_init_t *self)
+{
+    assert (self);
+    return self->why [0] ? self->why : "no reason recorded";
 }
 
 bool
@@ -122,6 +141,8 @@ s_read_one (gw_init_t *self, ch_msg_t **msg_p)
     *msg_p = NULL;
     while (!*msg_p) {
         if (self->rpos == self->rlen) {
+            if (self->budgeted && self->budget == 0)
+                return -EAGAIN;                 //  the rest on the next turn (the fd stays readable)
             ssize_t r = read (self->fd, self->rbuf, sizeof self->rbuf);
             if (r < 0 && errno == EINTR)
                 continue;
@@ -131,13 +152,16 @@ s_read_one (gw_init_t *self, ch_msg_t **msg_p)
                 return -EPIPE;
             self->rpos = 0;
             self->rlen = (size_t) r;
+            self->budget -= self->budgeted ? (self->budget < (size_t) r ? self->budget
+                                                                         : (size_t) r) : 0;
         }
         size_t used = 0;
         int rc = ch_asm_feed (self->asm_, self->rbuf + self->rpos, self->rlen - self->rpos,
                               &used, msg_p);
         self->rpos += used;
         if (rc == -EPROTO || rc == -EMSGSIZE) {
-            gw_log (GW_LOG_WARN, "init.bad_input", "reason=\"%s\"", ch_asm_why (self->asm_));
+            snprintf (self->why, sizeof self->why, "%s", ch_asm_why (self->asm_));
+            gw_log (GW_LOG_WARN, "init.bad_input", "reason=\"%s\"", self->why);
             return -EPROTO;                     //  init breaks its own caps: distrust it
         }
         if (rc < 0)
@@ -181,6 +205,7 @@ gw_init_wait (gw_init_t *self, const char *id, int timeout_ms, ch_msg_t **reply_
 {
     assert (self && id && reply_p);
     *reply_p = NULL;
+    gw_init_set_budget (self, 0);               //  a driver that may wait reads all
     int64_t deadline = zclock_mono () + timeout_ms;
     while (true) {
         if (gw_init_flush (self) < 0)

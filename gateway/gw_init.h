@@ -22,6 +22,9 @@
 
 //  The largest message init may send: a get_reply carries one 16 MiB chunk.
 #define GW_INIT_MAX_MSG (20u << 20)
+//  The largest JSON frame of a message from init (its bytes are buffers): a
+//  longer one is not read, let alone parsed, on the reactor.
+#define GW_INIT_MAX_JSON (1u << 20)
 //  The most we queue for init: a few put chunks.
 #define GW_INIT_MAX_OUT (80u << 20)
 
@@ -32,6 +35,9 @@ gw_init_t *gw_init_new (int fd, uint32_t max_frame);
 void gw_init_destroy (gw_init_t **self_p);
 
 int gw_init_fd (const gw_init_t *self);
+
+//  Why the last -EPROTO was returned, in words.
+const char *gw_init_why (const gw_init_t *self);
 
 //  Queue a request (or the hello) with an optional buffer, copied; takes
 //  *content_p. id_out (37 bytes) gets its msg_id when not NULL. 0, -EPIPE,
@@ -44,6 +50,12 @@ bool gw_init_wants_write (const gw_init_t *self);
 
 //  Write what the fd takes now. 0, or -EPIPE.
 int gw_init_flush (gw_init_t *self);
+
+//  Let gw_init_pump read at most this many more bytes from the fd (then it
+//  returns -EAGAIN while the rest waits in the fd, so a poll on it wakes up
+//  again): the reactor's turn stays short however fast init writes. 0: no
+//  limit (the default; gw_init_wait and gw_init_call set it).
+void gw_init_set_budget (gw_init_t *self, size_t bytes);
 
 //  Read what is there. Returns 0 and *msg_p for each complete message (call
 //  again until -EAGAIN), -EPIPE when the port closed (QEMU gone), -EPROTO

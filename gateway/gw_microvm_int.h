@@ -11,6 +11,7 @@
 #include "gw_rundir.h"
 #include "gw_snapstore.h"
 #include "gw_vmstart.h"
+#include "gw_watch.h"
 
 #include <limits.h>
 #include <stdbool.h>
@@ -62,6 +63,9 @@ typedef struct {
     void *save_arg;
     char save_name [80];
     bool save_pause;
+    //  A frozen or hostile guest (gw_microvm_watch.c, docs/security.md).
+    gw_watch_t *watch;              //  pings, unasked-for messages, the console
+    char stop_why [400];            //  the gateway stopped the VM: why, "" it did not
 } s_self_t;
 
 
@@ -69,6 +73,21 @@ void gw_microvm__timer (s_self_t *self, bool on);
 void gw_microvm__watch_init (s_self_t *self);
 void gw_microvm__drop_vm (s_self_t *self);
 int gw_microvm__dup_kernel_fd (s_self_t *self, int *fd_p, char *err, size_t errlen);
+
+//  gw_microvm_watch.c
+//  A new VM (or none): watch it from now on.
+void gw_microvm__watch_vm (s_self_t *self);
+//  Every tick: pings, the console; a frozen or flooding VM is stopped.
+void gw_microvm__watch_tick (s_self_t *self);
+//  Stop the VM for a reason of the gateway's (the reap explains it).
+void gw_microvm__stop_vm (s_self_t *self, const char *why);
+//  A message from init that answers nothing we know of (what: its type).
+void gw_microvm__unasked (s_self_t *self, const char *what);
+//  A file reply from init that breaks docs/init.md: 0, or -EPROTO and err.
+int gw_microvm__check_file_reply (const s_op_t *op, const ch_msg_t *msg, char *err,
+                                  size_t errlen);
+//  The reap's words for a VM that ended; the gateway's reason when it stopped it.
+void gw_microvm__vm_detail (s_self_t *self, const char *how, gw_exit_t *exit_p);
 
 //  gw_microvm_life.c
 //  A start with a VM still there (its kernel died, or a restart): a new VM

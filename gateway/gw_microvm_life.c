@@ -80,8 +80,11 @@ s_detached (s_self_t *self, bool ok, const char *why)
     if (!self->vm)                              //  nothing to restart in: connect cold-boots
         return;
     json_t *c = json_object ();
-    if (self->init && gw_init_send (self->init, "restart_request", &c, NULL, 0, NULL) == 0)
+    char id [37];
+    if (self->init && gw_init_send (self->init, "restart_request", &c, NULL, 0, id) == 0) {
+        gw_watch_sent (self->watch, id);
         gw_microvm__watch_init (self);
+    }
     json_decref (c);
 }
 

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define S_POLL_MAX 256              //  messages one gw_qmp_poll handles past its deadline
+
 struct _gw_qmp_t {
     int fd;                                     //  the QMP socket, owned
     size_t max_line;                            //  bytes in one message, newline included
@@ -132,6 +134,8 @@ s_next_msg (gw_qmp_t *self, int64_t deadline, json_t **msg_p)
             json_t *msg = n ? json_loadb (self->buf, n, 0, NULL) : NULL;
             memmove (self->buf, self->buf + used, self->len - used);
             self->len -= used;
+            if (n == 0 && zclock_mono () >= deadline)
+                return -ETIMEDOUT;              //  a flood of blank lines ends too
             if (n == 0)
                 continue;
             if (!json_is_object (msg)) {
@@ -179,10 +183,15 @@ s_route (gw_qmp_t *self, json_t *msg, json_int_t id, json_t **reply_p)
 }
 
 //  Read until the reply to id arrives (id 0: until deadline, events only).
+//  A peer that never stops sending (events, replies to nothing) cannot hold
+//  us past the deadline: once it has passed, a wait for a reply ends, and a
+//  poll after S_POLL_MAX more messages.
 static int
 s_wait_reply (gw_qmp_t *self, json_int_t id, int64_t deadline, json_t **reply_p)
 {
-    while (true) {
+    for (int handled = 0; ; handled++) {
+        if (handled > 0 && zclock_mono () >= deadline && (id > 0 || handled >= S_POLL_MAX))
+            return -ETIMEDOUT;
         json_t *msg = NULL;
         int rc = s_next_msg (self, deadline, &msg);
         if (rc < 0)

@@ -116,6 +116,36 @@ test_ch_asm_drops_an_oversize_message_and_keeps_the_stream (void **state)
     ch_asm_destroy (&a);
 }
 
+//  max_json: an envelope frame over it breaks the stream at its header,
+//  before its body is read (issue 14, item 2); buffers may still be larger.
+static void
+test_ch_asm_caps_the_json_frame_before_reading_it (void **state)
+{
+    (void) state;
+    uint8_t data [8192];
+    size_t len = s_msg (data, "ok", 1, 2000);           //  a 2000-byte buffer is fine
+    ch_limits_t lim = { .max_frame = 4096, .max_msg = 4096, .max_json = 512 };
+    ch_asm_t *a = ch_asm_new (&lim);
+    ch_msg_t *msgs [2];
+    int n, errs [2];
+    assert_int_equal (s_feed_all (a, data, len, msgs, &n, errs, 2), 0);
+    assert_int_equal (n, 1);
+    ch_msg_destroy (&msgs [0]);
+    char json [1000];
+    memset (json, ' ', sizeof json);
+    json [0] = '{';
+    json [sizeof json - 1] = '}';
+    size_t pos = 0;
+    s_frame (data, &pos, json, sizeof json);
+    size_t used = 0;
+    ch_msg_t *msg = NULL;
+    assert_int_equal (ch_asm_feed (a, data, pos, &used, &msg), -EPROTO);
+    assert_true (used <= CH_FRAME_HDR);                 //  the body was never taken
+    assert_non_null (strstr (ch_asm_why (a), "JSON frame length 1000 is out of range 1..512"));
+    assert_true (ch_asm_broken (a));
+    ch_asm_destroy (&a);
+}
+
 static void
 test_ch_asm_caps_one_buffer (void **state)
 {
@@ -248,6 +278,7 @@ main (void)
         cmocka_unit_test (test_ch_asm_assembles_buffers_byte_by_byte),
         cmocka_unit_test (test_ch_asm_drops_an_oversize_message_and_keeps_the_stream),
         cmocka_unit_test (test_ch_asm_caps_one_buffer),
+        cmocka_unit_test (test_ch_asm_caps_the_json_frame_before_reading_it),
         cmocka_unit_test (test_ch_asm_bad_json_is_dropped_bad_length_breaks),
         cmocka_unit_test (test_ch_outq_writes_whole_messages_in_order),
         cmocka_unit_test (test_ch_hello_check_names_what_is_wrong),

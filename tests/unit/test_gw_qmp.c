@@ -238,6 +238,29 @@ test_gw_qmp_bounds_the_line_length (void **state)
     assert_non_null (strstr (f->err, "over the length limit"));
 }
 
+//  A QEMU that floods events and replies to commands never sent cannot keep
+//  a command waiting past its deadline (issue 14, item 2): the socket is
+//  filled with far more than can be read before a 1 ms deadline, and the
+//  command gives up without reading it all.
+static void
+test_gw_qmp_a_flood_cannot_outlast_the_deadline (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    const char *one = "{\"event\": \"JUNK\", \"data\": {}}\r\n"
+                      "{\"return\": {}, \"id\": 99999}\r\n\r\n";
+    int big = 8 << 20;
+    setsockopt (f->peer, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    fcntl (f->peer, F_SETFL, fcntl (f->peer, F_GETFL) | O_NONBLOCK);
+    long sent = 0;
+    while (write (f->peer, one, strlen (one)) == (ssize_t) strlen (one))
+        sent++;
+    assert_true (sent > 2000);                  //  the probe: a flood is waiting
+    assert_int_equal (gw_qmp_execute (f->qmp, "stop", NULL, NULL, 1, f->err, sizeof f->err),
+                      -ETIMEDOUT);
+    assert_non_null (strstr (f->err, "no answer within 1 ms"));
+    assert_true (f->events > 0 && f->events < sent / 2);
+}
+
 static void
 test_gw_qmp_rejects_what_is_not_qmp (void **state)
 {
@@ -349,6 +372,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_gw_qmp_peer_closing_is_epipe,
                                          s_setup_ready, s_teardown),
         cmocka_unit_test_setup_teardown (test_gw_qmp_bounds_the_line_length,
+                                         s_setup_ready, s_teardown),
+        cmocka_unit_test_setup_teardown (test_gw_qmp_a_flood_cannot_outlast_the_deadline,
                                          s_setup_ready, s_teardown),
         cmocka_unit_test_setup_teardown (test_gw_qmp_rejects_what_is_not_qmp,
                                          s_setup_ready, s_teardown),
