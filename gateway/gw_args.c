@@ -50,6 +50,11 @@ static const gw_opt_t s_table [GW_OPT_COUNT] = {
     [GW_OPT_JAIL] = { "jail", GW_OPTKIND_JAIL, 0, 0, S_VM },
     [GW_OPT_JAIL_UID_BASE] = { "jail-uid-base", GW_OPTKIND_SIZE, 1, UINT32_MAX - 65536, S_VM },
     [GW_OPT_CPUS] = { "cpus", GW_OPTKIND_SECONDS, 0, 0, S_VM },
+    //  Jupyter protocol 5.3 (default) or 5.5: XPUB IOPub with iopub_welcome.
+    [GW_OPT_PROTOCOL] = { "protocol", GW_OPTKIND_STR, 0, 0, 0 },
+    //  cellvm-notebook: the launch folder copied into the VM's /notebook (gw_share).
+    [GW_OPT_SHARE_CWD] = { "share-cwd", GW_OPTKIND_FLAG, 0, 0, 0 },
+    [GW_OPT_SHARE_MAX] = { "share-max", GW_OPTKIND_SIZE, 1, 1ULL << 32, 0 },
     [GW_OPT_HELP] = { "help", GW_OPTKIND_FLAG, 0, 0, 0 },
 };
 
@@ -75,6 +80,8 @@ gw_args_usage (FILE *out)
         "  --max-msg BYTES         largest client or kernel message (default 64 MiB)\n"
         "  --max-frame BYTES       largest channel frame (default 64 MiB)\n"
         "  --cell-timeout S        interrupt, then restart, a cell running longer (default off)\n"
+        "  --protocol 5.3|5.5      Jupyter protocol (default 5.3; 5.5: XPUB IOPub that sends\n"
+        "                          iopub_welcome, supported_features in kernel_info_reply)\n"
         "  --artifacts-dir DIR     where output_files are copied (default:\n"
         "                          $XDG_DATA_HOME/cellvm/artifacts, or ~/.local/share/...)\n"
         "  --artifact-max-file B   largest artifact copied (default 100M)\n"
@@ -94,6 +101,9 @@ s_usage_vm (FILE *out)
         "  --disk-size BYTES       the session's /workspace disk (default 1G)\n"
         "  --accel auto|kvm|tcg    accelerator (default auto: KVM only on real vmx/svm)\n"
         "  --qemu PATH             QEMU binary (default qemu-system-x86_64)\n"
+        "  --share-cwd             copy the launch folder into the VM's /notebook (read-only),\n"
+        "                          the kernel's working directory (cellvm-notebook)\n"
+        "  --share-max BYTES       at most this much of it (default 64M)\n"
         "  --run-dir DIR           where session run directories go\n"
         "  --template-dir DIR      snapshot templates (default $CELLVM_TEMPLATE_DIR or\n"
         "                          /var/tmp/cellvm-<uid>/templates); see docs/snapshots.md\n"
@@ -166,6 +176,7 @@ s_store (gw_args_t *args, gw_opt_id_t id, unsigned long long v)
         case GW_OPT_POOL_IDLE: args->pool_idle_s = (unsigned) v; break;
         case GW_OPT_JAIL_UID_BASE: args->jail_uid_base = (unsigned) v; break;
         case GW_OPT_SNAPSHOT_MAX_BYTES: args->snapshot_max_bytes = v; break;
+        case GW_OPT_SHARE_MAX: args->share_max = v; break;
         default: assert (false);                //  a GW_OPTKIND_SIZE entry without a field
     }
 }
@@ -204,6 +215,8 @@ s_parse_value (gw_args_t *args, gw_opt_id_t id, const char *val)
                 return -EINVAL;
             break;
         default:
+            if (id == GW_OPT_PROTOCOL && strcmp (val, "5.3") != 0 && strcmp (val, "5.5") != 0)
+                return -EINVAL;
             break;
     }
     args->text [id] = o->kind == GW_OPTKIND_FLAG ? "" : val;

@@ -25,7 +25,8 @@ static const char *s_shell_requests [] = {
 };
 static const char *s_control_requests [] = {
     "shutdown_request", "interrupt_request", "kernel_info_request", "debug_request",
-    "cellvm_put_request", "cellvm_get_request", "cellvm_snapshot_request", NULL
+    "cellvm_put_request", "cellvm_get_request", "cellvm_snapshot_request",
+    "cellvm_replay_request", NULL
 };
 static const char *s_stdin_replies [] = { "input_reply", NULL };
 
@@ -42,6 +43,7 @@ static const s_schema_t s_iopub [] = {
     { "comm_open", "comm_id:s target_name:s" },
     { "comm_msg", "comm_id:s" },
     { "comm_close", "comm_id:s" },
+    { "debug_event", "type:s event:s" },        //  a DAP event
     { NULL, NULL }
 };
 
@@ -237,4 +239,23 @@ gw_check_hello (const ch_msg_t *msg, char *why, size_t whylen)
 {
     assert (msg && why);
     return ch_hello_check (ch_msg_content (msg), CH_PROTO_CHANNEL, "kernel", why, whylen);
+}
+
+int
+gw_check_replay_request (const json_t *content, char *why, size_t whylen)
+{
+    assert (content && why);
+    const json_t *id = json_object_get (content, "msg_id");
+    const json_t *since = json_object_get (content, "since");
+    const char *name = since ? "since" : "msg_id";
+    const json_t *v = since ? since : id;
+    if (id && since)
+        snprintf (why, whylen, "give either msg_id or since, not both");
+    else if (!v)
+        snprintf (why, whylen, "content.msg_id (or content.since) is missing");
+    else if (!json_is_string (v) || !json_string_length (v) || json_string_length (v) > 256)
+        snprintf (why, whylen, "content.%s must be a msg_id: a string of 1 to 256 bytes", name);
+    else
+        return 0;
+    return -EINVAL;
 }

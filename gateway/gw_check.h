@@ -25,4 +25,8 @@ int gw_check_kernel_msg (const ch_msg_t *msg, char *why, size_t whylen);
 //  role "kernel". 0, or -EPROTO with a reason in why.
 int gw_check_hello (const ch_msg_t *msg, char *why, size_t whylen);
 
+//  Check a cellvm_replay_request's content: exactly one of msg_id or
+//  since, a msg_id string of 1 to 256 bytes. 0, or -EINVAL with why.
+int gw_check_replay_request (const json_t *content, char *why, size_t whylen);
+
 #endif

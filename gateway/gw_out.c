@@ -103,3 +103,25 @@ gw_out_relay (gw_out_t *self, ch_msg_t *kmsg, const gw_frames_t *ids, const json
     gw_out_send (self, ch, ids, out);
     ch_msg_destroy (&out);
 }
+
+void
+gw_out_stamp_5_5 (ch_msg_t *msg)
+{
+    assert (msg);
+    json_object_set_new (ch_msg_header (msg), "version", json_string ("5.5"));
+    if (strcmp (ch_msg_type (msg), "kernel_info_reply") != 0)
+        return;
+    json_t *content = ch_msg_content (msg);
+    json_object_set_new (content, "protocol_version", json_string ("5.5"));
+    //  Of the kernel's features, what the gateway relays: the debugger
+    //  (debug_request on control, debug_event on iopub), which the kernel
+    //  announces with 5.3's "debugger": true. No subshells.
+    json_t *theirs = json_object_get (content, "supported_features");
+    bool debugger = json_is_true (json_object_get (content, "debugger"));
+    for (size_t i = 0; i < json_array_size (theirs); i++) {
+        const char *f = json_string_value (json_array_get (theirs, i));
+        debugger |= f && strcmp (f, "debugger") == 0;
+    }
+    json_object_set_new (content, "supported_features",
+                         debugger ? json_pack ("[s]", "debugger") : json_array ());
+}

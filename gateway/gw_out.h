@@ -45,4 +45,10 @@ void gw_out_status (gw_out_t *self, const json_t *parent, const char *state);
 void gw_out_relay (gw_out_t *self, ch_msg_t *kmsg, const gw_frames_t *ids,
                    const json_t *parent);
 
+//  Protocol 5.5 (docs/gateway.md): msg's header says version "5.5", and a
+//  kernel_info_reply says protocol_version "5.5" with its
+//  supported_features: "debugger" when the kernel says so ("debugger":
+//  true, or in its own supported_features), nothing else (no subshells).
+void gw_out_stamp_5_5 (ch_msg_t *msg);
+
 #endif

@@ -7,6 +7,7 @@
 #include "gw_server.h"
 #include "gw_heartbeat.h"
 #include "gw_log.h"
+#include "gw_out_replay.h"
 #include "gw_wire.h"
 
 #include <czmq.h>
@@ -16,6 +17,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <malloc.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -26,6 +28,7 @@
 #define S_DRAIN_MAX 64                          //  messages per socket event
 #define S_TRANSPORT_MAX (1024u << 20)           //  ZeroMQ's cut for one frame
 #define S_ADOPT_MIN (64u << 10)                 //  buffers this big are not copied
+#define S_TOPIC_MAX 1024                        //  longest subscription welcomed
 
 struct _gw_server_t {
     zloop_t *loop;                              //  the reactor
@@ -45,6 +48,9 @@ struct _gw_server_t {
     int64_t turn_wait0;                         //  its runqueue wait when the turn began
     gw_server_tick_fn *tick_fn;                 //  also on every tick, NULL: none
     void *tick_arg;
+    gw_out_replay_t *replay;                    //  cells' output, cellvm_replay_request
+    bool v55;                                   //  protocol 5.5: XPUB iopub, welcomes
+    bool replay_released;                       //  for this pause
 };
 
 //  --------------------------------------------------------------------------
@@ -141,10 +147,10 @@ s_send_buffers (void *handle, ch_msg_t *msg)
     return 0;
 }
 
+//  Sign and send msg as it is; iopub output is also kept for replays.
 static void
-s_emit (void *arg, ch_channel_t ch, const gw_frames_t *ids, ch_msg_t *msg)
+s_send (gw_server_t *self, ch_channel_t ch, const gw_frames_t *ids, ch_msg_t *msg)
 {
-    gw_server_t *self = (gw_server_t *) arg;
     assert (ch < CH_CELLVM && self->socks [ch]);
     gw_frames_t *frames = gw_wire_encode_head (self->wire, ids, msg);
     if (!frames) {
@@ -152,6 +158,8 @@ s_emit (void *arg, ch_channel_t ch, const gw_frames_t *ids, ch_msg_t *msg)
                 ch_channel_name (ch));
         return;
     }
+    if (ch == CH_IOPUB)
+        gw_out_replay_record (self->replay, msg, frames, ids ? gw_frames_size (ids) : 0);
     void *handle = zsock_resolve (self->socks [ch]);
     size_t n = gw_frames_size (frames);
     bool more = ch_msg_nbuffers (msg) > 0;
@@ -170,6 +178,61 @@ s_emit (void *arg, ch_channel_t ch, const gw_frames_t *ids, ch_msg_t *msg)
         gw_log (GW_LOG_DEBUG, "client.send", "channel=%s msg_type=%s", ch_channel_name (ch),
                 ch_msg_type (msg));
     gw_frames_destroy (&frames);
+}
+
+//  Protocol 5.5: a new subscriber gets iopub_welcome on its own topic, with
+//  no parent. Every subscription is passed up (XPUB_VERBOSE), so a second
+//  subscriber to "" gets its own.
+static void
+s_welcome (gw_server_t *self, const uint8_t *topic, size_t len)
+{
+    json_t *sub = len <= S_TOPIC_MAX ? json_stringn ((const char *) topic, len) : NULL;
+    if (!sub) {                                 //  not UTF-8, or absurdly long
+        gw_log (GW_LOG_DEBUG, "client.drop", "channel=iopub reason=\"subscription not "
+                "welcomed\" bytes=%zu", len);
+        return;
+    }
+    json_t *content = json_pack ("{s:o}", "subscription", sub);
+    ch_msg_t *msg = ch_msg_new (CH_IOPUB, "iopub_welcome", NULL, &content,
+                                gw_session_id (self->session));
+    gw_out_stamp_5_5 (msg);
+    gw_frames_t *ids = gw_frames_new ();
+    gw_frames_append (ids, topic, len);
+    s_send (self, CH_IOPUB, ids, msg);
+    gw_frames_destroy (&ids);
+    ch_msg_destroy (&msg);
+}
+
+//  Subscriptions that arrived, welcomed. Also called before each IOPub
+//  message, so a subscription ZeroMQ has applied is welcomed before the
+//  next message can reach it.
+static void
+s_welcome_pending (gw_server_t *self)
+{
+    void *handle = zsock_resolve (self->socks [CH_IOPUB]);
+    for (int i = 0; i < S_DRAIN_MAX && (zsock_events (self->socks [CH_IOPUB]) & ZMQ_POLLIN); i++) {
+        zmq_msg_t sub;
+        zmq_msg_init (&sub);
+        if (zmq_msg_recv (&sub, handle, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&sub);
+            break;
+        }
+        const uint8_t *data = zmq_msg_data (&sub);
+        if (zmq_msg_size (&sub) >= 1 && data [0] == 1 && !zmq_msg_more (&sub))
+            s_welcome (self, data + 1, zmq_msg_size (&sub) - 1);
+        zmq_msg_close (&sub);
+    }
+}
+
+static void
+s_emit (void *arg, ch_channel_t ch, const gw_frames_t *ids, ch_msg_t *msg)
+{
+    gw_server_t *self = (gw_server_t *) arg;
+    if (self->v55 && ch == CH_IOPUB)
+        s_welcome_pending (self);
+    if (self->v55)
+        gw_out_stamp_5_5 (msg);
+    s_send (self, ch, ids, msg);
 }
 
 //  --------------------------------------------------------------------------
@@ -261,6 +324,21 @@ s_on_worker (zloop_t *loop, zmq_pollitem_t *item, void *arg)
     return rc;
 }
 
+//  A paused session keeps ~nothing in RAM: its kept output goes too.
+static void
+s_release_when_paused (gw_server_t *self)
+{
+    bool paused = strcmp (gw_session_state_name (self->session), "paused") == 0;
+    if (paused && !self->replay_released) {
+        size_t bytes = gw_out_replay_release (self->replay);
+        if (bytes) {
+            malloc_trim (0);
+            gw_log (GW_LOG_INFO, "replay.released", "bytes=%zu reason=paused", bytes);
+        }
+    }
+    self->replay_released = paused;
+}
+
 static int
 s_on_tick (zloop_t *loop, int timer_id, void *arg)
 {
@@ -274,10 +352,24 @@ s_on_tick (zloop_t *loop, int timer_id, void *arg)
         gw_session_shutdown (self->session);
     }
     gw_session_tick (self->session);
+    gw_out_replay_pump (self->replay, gw_session_id (self->session));
+    s_release_when_paused (self);
     if (self->tick_fn)
         self->tick_fn (self->tick_arg, self->session);
     int rc = s_sync (self);
     s_turn_end (self, t0, "tick", NULL);
+    return rc;
+}
+
+static int
+s_on_subscription (zloop_t *loop, zsock_t *sock, void *arg)
+{
+    (void) loop, (void) sock;
+    gw_server_t *self = (gw_server_t *) arg;
+    int64_t t0 = s_turn_begin (self);
+    s_welcome_pending (self);
+    int rc = s_sync (self);
+    s_turn_end (self, t0, "client.request", "iopub");
     return rc;
 }
 
@@ -365,7 +457,10 @@ s_handle_client (gw_server_t *self, ch_channel_t ch, zmsg_t *zmsg)
         return;
     }
     s_release_adopted (zmsg, frames, n, msg);
-    gw_session_request (self->session, &ids, &msg);
+    if (ch == CH_CONTROL && strcmp (ch_msg_type (msg), "cellvm_replay_request") == 0)
+        gw_out_replay_request (self->replay, &ids, &msg, gw_session_id (self->session));
+    else
+        gw_session_request (self->session, &ids, &msg);
 }
 
 static int
@@ -403,12 +498,19 @@ s_bind (gw_server_t *self, ch_channel_t ch, const gw_conn_t *conn, size_t max_ms
         snprintf (err, errlen, "cannot form the %s endpoint", ch_channel_name (ch));
         return -EINVAL;
     }
-    zsock_t *sock = zsock_new (ch == CH_IOPUB ? ZMQ_PUB : ZMQ_ROUTER);
+    bool xpub = ch == CH_IOPUB && self->v55;
+    zsock_t *sock = zsock_new (xpub ? ZMQ_XPUB : ch == CH_IOPUB ? ZMQ_PUB : ZMQ_ROUTER);
     if (!sock) {
         snprintf (err, errlen, "cannot create the %s socket", ch_channel_name (ch));
         return -ENOMEM;
     }
     zsock_set_linger (sock, S_LINGER_MS);
+    if (xpub) {
+        zsock_set_xpub_verbose (sock, 1);       //  every subscriber is welcomed
+        //  XPUB keeps what subscribers send up until read: subscriptions are
+        //  small, so a peer sending more is cut off at the transport.
+        zsock_set_maxmsgsize (sock, 4 * S_TOPIC_MAX);
+    }
     if (ch != CH_IOPUB) {
         zsock_set_router_handover (sock, 1);    //  a reconnecting client keeps its identity
         //  Frames far past the cap are cut at the transport; the rest is
@@ -456,6 +558,10 @@ s_setup_loop (gw_server_t *self)
         zloop_reader (self->loop, self->socks [ch], s_on_client, self);
         zloop_reader_set_tolerant (self->loop, self->socks [ch]);
     }
+    if (self->v55) {
+        zloop_reader (self->loop, self->socks [CH_IOPUB], s_on_subscription, self);
+        zloop_reader_set_tolerant (self->loop, self->socks [CH_IOPUB]);
+    }
     zloop_timer (self->loop, S_TICK_MS, 0, s_on_tick, self);
     zmq_pollitem_t worker = { NULL, gw_session_worker_fd (self->session), ZMQ_POLLIN, 0 };
     zloop_poller (self->loop, &worker, s_on_worker, self);
@@ -469,7 +575,7 @@ s_setup_loop (gw_server_t *self)
 
 gw_server_t *
 gw_server_new (const gw_conn_t *conn, gw_backend_t **backend_p, const gw_session_opts_t *opts,
-               size_t max_msg, int signal_fd, char *err, size_t errlen)
+               size_t max_msg, const char *protocol, int signal_fd, char *err, size_t errlen)
 {
     assert (conn && backend_p && *backend_p && err);
     gw_server_t *self = calloc (1, sizeof *self);
@@ -477,6 +583,8 @@ gw_server_new (const gw_conn_t *conn, gw_backend_t **backend_p, const gw_session
         abort ();
     self->signal_fd = signal_fd;
     self->schedstat_fd = -1;
+    self->v55 = protocol && strcmp (protocol, "5.5") == 0;
+    self->replay = gw_out_replay_new (s_emit, self, 0, 0);
     size_t keylen = 0;
     const uint8_t *key = gw_conn_key (conn, &keylen);
     gw_hmac_t *hmac = gw_hmac_new (gw_conn_scheme (conn), key, keylen);
@@ -494,11 +602,12 @@ gw_server_new (const gw_conn_t *conn, gw_backend_t **backend_p, const gw_session
     self->session = gw_session_new (backend_p, opts, s_emit, self);
     s_setup_loop (self);
     gw_log (GW_LOG_INFO, "gateway.listening", "transport=%s ip=%s shell=%d iopub=%d stdin=%d "
-            "control=%d hb=%d signed=%s prebound=%s", gw_conn_transport (conn),
+            "control=%d hb=%d protocol=%s signed=%s prebound=%s", gw_conn_transport (conn),
             gw_conn_ip (conn), gw_conn_port (conn, GW_PORT_SHELL),
             gw_conn_port (conn, GW_PORT_IOPUB), gw_conn_port (conn, GW_PORT_STDIN),
             gw_conn_port (conn, GW_PORT_CONTROL), gw_conn_port (conn, GW_PORT_HB),
-            keylen ? "yes" : "no", gw_conn_listen_fd (conn, GW_PORT_SHELL) >= 0 ? "yes" : "no");
+            self->v55 ? "5.5" : "5.3", keylen ? "yes" : "no",
+            gw_conn_listen_fd (conn, GW_PORT_SHELL) >= 0 ? "yes" : "no");
     return self;
 fail:
     gw_backend_destroy (backend_p);
@@ -514,6 +623,7 @@ gw_server_destroy (gw_server_t **self_p)
     if (!self)
         return;
     gw_session_destroy (&self->session);        //  the kernel goes first
+    gw_out_replay_destroy (&self->replay);
     zloop_destroy (&self->loop);
     gw_heartbeat_destroy (&self->hb);
     for (int ch = 0; ch < CH_COUNT; ch++)

@@ -1,7 +1,8 @@
 /*  gw_server - the Jupyter-facing side of the gateway, and its reactor.
 
     Binds exactly the five endpoints of the connection file: shell, control
-    and stdin as ROUTER, iopub as PUB, hb as an echo actor. One zloop runs
+    and stdin as ROUTER, iopub as PUB (XPUB with protocol 5.5), hb as an
+    echo actor. One zloop runs
     everything else on the calling thread: client sockets, the kernel's
     channel fd (through gw_session), a signal fd and a short tick.
 
@@ -23,11 +24,13 @@ typedef struct _gw_server_t gw_server_t;
 
 //  Bind the sockets of conn (borrowed) and set up a session over
 //  *backend_p (ownership moves in). max_msg caps one client message (0: 64
-//  MiB). signal_fd (-1: none) is a signalfd the reactor watches: SIGTERM
-//  and SIGHUP shut down cleanly, SIGCHLD reaps. NULL with a reason in err.
+//  MiB). protocol "5.5" makes iopub an XPUB that welcomes each subscriber
+//  and stamps 5.5 on what goes out; NULL or "5.3": as before. signal_fd
+//  (-1: none) is a signalfd the reactor watches: SIGTERM and SIGHUP shut
+//  down cleanly, SIGCHLD reaps. NULL with a reason in err.
 gw_server_t *gw_server_new (const gw_conn_t *conn, gw_backend_t **backend_p,
                             const gw_session_opts_t *opts, size_t max_msg,
-                            int signal_fd, char *err, size_t errlen);
+                            const char *protocol, int signal_fd, char *err, size_t errlen);
 
 //  Close every socket (short linger, so the ports can be bound again at
 //  once) and stop the kernel; nulls *self_p. NULL-safe.

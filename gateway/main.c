@@ -244,8 +244,8 @@ s_server (const gw_args_t *args, const gw_persist_t *persist, gw_conn_t **conn_p
                                .ipython_options = ipython };
     opts.n_ipython_options = s_ipython_options (args, ipython);
     gw_persist_session_opts (persist, args, &opts);
-    gw_server_t *server = gw_server_new (*conn_p, backend_p, &opts, args->max_msg, signal_fd,
-                                         err, errlen);
+    gw_server_t *server = gw_server_new (*conn_p, backend_p, &opts, args->max_msg,
+                                         args->text [GW_OPT_PROTOCOL], signal_fd, err, errlen);
     gw_conn_destroy (conn_p);                   //  the key lives on in the signer only
     const char *parent = getenv ("JPY_PARENT_PID");     //  started by a Jupyter client
     if (server && parent && atoi (parent) > 1)

@@ -74,6 +74,7 @@ s_sample (const fixture_t *f, gw_opt_id_t id)
         [GW_OPT_FROM_SNAPSHOT] = "snap-1", [GW_OPT_SNAPSHOT_GC] = "",
         [GW_OPT_SNAPSHOT_MAX_AGE] = "604800", [GW_OPT_SNAPSHOT_MAX_BYTES] = "10G",
         [GW_OPT_JAIL] = "off", [GW_OPT_JAIL_UID_BASE] = "70000", [GW_OPT_CPUS] = "0.5",
+        [GW_OPT_PROTOCOL] = "5.5", [GW_OPT_SHARE_CWD] = "", [GW_OPT_SHARE_MAX] = "64M",
     };
     return id == GW_OPT_IMAGE ? f->image2 : values [id];
 }
