@@ -41,6 +41,9 @@ microvm only, in a store of its own (a temp dir, removed at the end):
   Beside it an idle running session (no --idle-pause) after the same wait:
   PSS of the gateway + its QEMU (qemu_pid from `cellvm ls --json`) and its
   workspace bytes.
+- notebook share: cellvm-notebook against cellvm, both started in notebooks/ and
+  alternated: start..first `1`, and the copy's own time (its share.done line); then
+  once in a folder of 50 x 1 MiB.
 
 Targets are printed beside the figures, not asserted: restart p50 < 1 s
 (both kinds), resume-to-ready p50 < 1 s for a fresh session, an idle-paused
@@ -69,6 +72,7 @@ from cells import QUICK, Failed, Timeout, attempt, pct, run_cell  # noqa: E402
 RESTARTS = 5 if QUICK else 10
 SNAPS = 2 if QUICK else 3                       # snapshots of the fresh session
 RESUMES = 4 if QUICK else 8
+SHARES = 3 if QUICK else 5                  # cellvm / cellvm-notebook pairs
 FORKS = 4
 IDLE_PAUSE_S = 2
 IDLE_CYCLES = 2 if QUICK else 3                 # pause, then a cell wakes it
@@ -421,6 +425,37 @@ def idle(store):
     return out
 
 
+def notebook_share(n):
+    """cellvm-notebook against cellvm, alternated, both started in notebooks/ (what Jupyter
+    does for a notebook there): start..first `1` answered, and the copy's own time (its
+    share.done line). Then a 50 x 1 MiB folder, once."""
+    S = _sessions()
+    nb_dir = pathlib.Path(S.__file__).resolve().parents[2] / "notebooks"
+    plain, shared, copy_ms = [], [], []
+    for i in range(n):
+        for kernel, out in (("cellvm", plain), ("cellvm-notebook", shared)):
+            s, _, cell = started(kernel, f"share-{kernel}-{i}", cwd=nb_dir)
+            try:
+                out.append(cell)
+                if kernel == "cellvm-notebook":
+                    copy_ms += _log_ms(s.log_text(), "share.done")
+            finally:
+                s.close()
+    big = pathlib.Path(tempfile.mkdtemp(prefix="cellvm-bench-share-"))
+    try:
+        for i in range(50):
+            (big / f"f{i:02d}.bin").write_bytes(os.urandom(1 << 20))
+        s, _, big_cell = started("cellvm-notebook", "share-50MiB", cwd=big)
+        try:
+            big_ms = (_log_ms(s.log_text(), "share.done") or [float("nan")])[-1]
+        finally:
+            s.close()
+    finally:
+        shutil.rmtree(big, ignore_errors=True)
+    return {**_p(plain, "share_plain_s"), **_p(shared, "share_nb_s"),
+            "share_copy_ms": pct(copy_ms, 50), "share_big_s": big_cell, "share_big_ms": big_ms}
+
+
 # ---------------------------------------------------------------------------
 
 def bench_sessions(kernels, ensure_template=None):
@@ -450,6 +485,8 @@ def bench_sessions(kernels, ensure_template=None):
                 attempt(res, ["forks_p50_s", "forks_max_s"], lambda: forks(store, FORKS))
             if df:
                 attempt(res, ["resume_df_s"], lambda: resume_df(store, res["_df_args"]))
+            print("bench: sessions: notebook share ...", file=sys.stderr, flush=True)
+            attempt(res, ["share_nb_s_p50", "share_plain_s_p50"], lambda: notebook_share(SHARES))
             print("bench: sessions: idle pause ...", file=sys.stderr, flush=True)
             attempt(res, ["paused_pss_MiB", "pause_wake_s_p50", "running_pss_MiB"],
                     lambda: idle(store))
@@ -504,6 +541,12 @@ ROWS = [
     ("resume 200 MB DataFrame snapshot: ..first `1` answered s", "resume_df_s", "{:.3f}", None),
     (f"{FORKS} forks at once: start..first `1` answered p50 s", "forks_p50_s", "{:.3f}", None),
     (f"{FORKS} forks at once: max s", "forks_max_s", "{:.3f}", None),
+    ("notebook share (cellvm-notebook, started in notebooks/)", None, None, None),
+    ("cellvm: start..first `1` answered p50 s", "share_plain_s_p50", "{:.3f}", None),
+    ("cellvm-notebook: start..first `1` answered p50 s", "share_nb_s_p50", "{:.3f}", None),
+    ("  its copy of notebooks/ (share.done ms) p50", "share_copy_ms", "{:.0f}", None),
+    ("cellvm-notebook in a 50 x 1 MiB folder: start..first `1` s", "share_big_s", "{:.3f}", None),
+    ("  its copy (share.done ms)", "share_big_ms", "{:.0f}", None),
     ("idle session", None, None, None),
     (f"paused (--idle-pause {IDLE_PAUSE_S}): host PSS MiB (cellvm ls)", "paused_pss_MiB",
      "{:.2f}", f"< {TARGET_PAUSED_MIB:g} MiB"),

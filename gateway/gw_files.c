@@ -128,6 +128,10 @@ s_refusal (const ch_msg_t *req, bool put)
         return "content.path must be a non-empty string of at most 1024 bytes";
     if (append && !json_is_boolean (append))
         return "content.append must be true or false";
+    //  Init takes puts there from the gateway's own copy (gw_share), never a client's.
+    if (put && strncmp (path, "/notebook", 9) == 0 && (path [9] == '/' || !path [9]))
+        return "PathOutsideWorkspace: /notebook is the read-only copy of the notebook's "
+               "folder; cellvm_put_request writes under /workspace only";
     if (put && ch_msg_nbuffers (req) > 1)
         return "send the file's bytes as exactly one buffer";
     if (put && ch_msg_buffer (req, 0, &len) && len > GW_FILES_MAX_PUT)

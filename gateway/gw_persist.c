@@ -218,6 +218,12 @@ gw_persist_session_opts (const gw_persist_t *self, const gw_args_t *args,
     opts->snapshot_dir = self->store;
     opts->pause_name = self->pause_name;
     opts->kernel_name = self->kernel_name [0] ? self->kernel_name : NULL;
+    //  A local kernel already runs in the launch folder itself.
+    static char cwd [PATH_MAX];
+    if (self->microvm && gw_args_has (args, GW_OPT_SHARE_CWD) && getcwd (cwd, sizeof cwd)) {
+        opts->share_dir = cwd;
+        opts->share_max = (size_t) args->share_max;
+    }
 }
 
 void

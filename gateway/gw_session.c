@@ -23,6 +23,7 @@
 #include "gw_log.h"
 #include "gw_out.h"
 #include "gw_reqs.h"
+#include "gw_watch.h"
 #include "ch_frame.h"
 
 #include <czmq.h>
@@ -108,6 +109,7 @@ s_send (gw_session_t *self, const ch_msg_t *msg)
 {
     gw_req_t *req = ch_msg_channel (msg) == CH_STDIN ? NULL
                   : gw_reqs_find (self->reqs, ch_msg_id (msg));
+    gw_session__share_notice (self, msg);
     int rc = gw_chan_send (self->chan, msg);
     if (req)
         req->sent = true;
@@ -125,7 +127,7 @@ s_send (gw_session_t *self, const ch_msg_t *msg)
 static void
 s_deliver (gw_session_t *self, ch_msg_t **msg_p)
 {
-    if (self->state == GW_SESSION_READY && !self->pausing) {
+    if (self->state == GW_SESSION_READY && !self->pausing && !self->sharing) {
         s_send (self, *msg_p);
         ch_msg_destroy (msg_p);
     }
@@ -139,7 +141,8 @@ void
 gw_session__flush_held (gw_session_t *self)
 {
     ch_msg_t *msg;
-    while (self->state == GW_SESSION_READY && (msg = zlistx_detach (self->held, NULL))) {
+    while (self->state == GW_SESSION_READY && !self->sharing
+       &&  (msg = zlistx_detach (self->held, NULL))) {
         s_send (self, msg);
         ch_msg_destroy (&msg);
     }
@@ -163,6 +166,8 @@ s_send_hello (gw_session_t *self)
         json_object_set (content, "env", self->env);
     if (json_array_size (self->ipython))        //  ... and these to its shell
         json_object_set (content, "ipython_options", self->ipython);
+    if (self->share)                            //  it starts in the notebook's folder
+        json_object_set_new (content, "cwd", json_string (GW_SHARE_ROOT));
     ch_msg_t *hello = ch_msg_new (CH_CELLVM, "hello", NULL, &content, self->session);
     gw_chan_send (self->chan, hello);
     ch_msg_destroy (&hello);
@@ -196,6 +201,7 @@ gw_session__start_kernel (gw_session_t *self, bool quiet, char *err, size_t errl
         gw_out_status (self->out, NULL, "starting");      //  once per kernel, as a kernel would
     self->state = GW_SESSION_STARTING;
     self->hello = self->killed = false;
+    self->notices = 0;
     self->end_reason [0] = 0;
     self->deadline = zclock_mono () + (int64_t) (self->opts.ready_timeout * 1000);
     gw_log (GW_LOG_INFO, "kernel.starting", "backend=%s pid=%d start=%d session=%s",
@@ -378,6 +384,7 @@ s_kernel_ended (gw_session_t *self, const gw_exit_t *ex)
 {
     gw_chan_destroy (&self->chan);
     self->state = GW_SESSION_NONE;
+    gw_session__share_stop (self);
     //  Held replies go out first (with what was copied), then the errors.
     gw_files_abort (self->files, "the kernel ended before this transfer finished");
     if (self->shutting_down) {
@@ -404,6 +411,7 @@ gw_session__begin_shutdown (gw_session_t *self, bool own_request)
 {
     self->shutting_down = true;
     self->shutdown_at = zclock_mono () + S_SHUTDOWN_MS;
+    gw_session__share_stop (self);
     gw_log (GW_LOG_INFO, "session.shutdown", "by=%s state=%d",
             own_request ? "signal" : "client", (int) self->state);
     if (self->state == GW_SESSION_READY && own_request)
@@ -457,6 +465,21 @@ s_try_reap (gw_session_t *self, int64_t now)
     }
 }
 
+//  A kernel that stopped reading its channel, or stopped mid-message, is
+//  stopped (issue 14, item 3): its channel says how long (gw_chan_stalled).
+static void
+s_check_stall (gw_session_t *self)
+{
+    char why [200], reason [300];
+    if (self->chan && (self->snapshotting || self->pausing))
+        gw_chan_stall_reset (self->chan);       //  a save stops the VM a while
+    if (!self->chan || gw_chan_stalled (self->chan, why, sizeof why) < gw_watch_stall_ms ())
+        return;
+    gw_log (GW_LOG_ERROR, "kernel.stalled", "reason=\"%s\" action=stop", why);
+    snprintf (reason, sizeof reason, "The kernel stopped answering (%s) and was stopped", why);
+    s_stop_kernel (self, reason);
+}
+
 void
 gw_session_tick (gw_session_t *self)
 {
@@ -476,6 +499,8 @@ gw_session_tick (gw_session_t *self)
     }
     if (self->state == GW_SESSION_READY)
         s_check_cell_timeout (self, now);
+    if (self->state == GW_SESSION_READY)
+        s_check_stall (self);
     gw_session__life_tick (self, now);
     if (self->shutting_down && now >= self->shutdown_at && self->state != GW_SESSION_NONE)
         s_stop_kernel (self, "The kernel did not exit after shutdown_request");
@@ -618,6 +643,9 @@ gw_session_new (gw_backend_t **backend_p, const gw_session_opts_t *opts,
     self->files = gw_files_new (self->backend, self->worker, self->opts.artifacts_dir,
                                 self->session,
                                 self->opts.artifact_max_file, self->opts.artifact_max_session);
+    if (self->opts.share_dir)
+        self->share = gw_share_new (self->opts.share_dir, self->opts.share_max, self->backend,
+                                    self->worker);
     self->reqs = gw_reqs_new ();
     self->held = zlistx_new ();
     zlistx_set_destructor (self->held, s_held_free);
@@ -643,6 +671,7 @@ gw_session_destroy (gw_session_t **self_p)
     if (!self)
         return;
     gw_chan_destroy (&self->chan);
+    gw_share_destroy (&self->share);
     gw_files_destroy (&self->files);
     gw_worker_destroy (&self->worker);
     gw_backend_destroy (&self->backend);       //  kills and reaps a kernel still running

@@ -52,6 +52,9 @@ typedef struct {
     //  IPython's --Class.trait=value options, for the kernel's shell (borrowed).
     const char *const *ipython_options;
     size_t n_ipython_options;
+    //  cellvm-notebook: this folder copied into the VM's /notebook (gw_share), NULL: off.
+    const char *share_dir;
+    size_t share_max;                           //  bytes (0: GW_SHARE_MAX_BYTES)
 } gw_session_opts_t;
 
 //  New session over *backend_p (ownership moves in). opts may be NULL.

@@ -11,6 +11,7 @@
 #include "gw_chan.h"
 #include "gw_files.h"
 #include "gw_reqs.h"
+#include "gw_share.h"
 #include "gw_worker.h"
 
 #include <czmq.h>
@@ -51,6 +52,9 @@ struct _gw_session_t {
     int64_t started_at, last_activity;          //  zclock_mono
     bool pausing, paused;                       //  idle pause under way / done
     unsigned pause_failures;                    //  in a row: each doubles the wait
+    gw_share_t *share;                          //  --share-cwd, NULL: off
+    bool sharing;                               //  requests wait for the copy
+    char share_notice [700];                    //  what it left out, for the next cell
     bool restart_requested;                     //  shutdown_request with restart: true
     bool snapshotting;                          //  a cellvm_snapshot_request is under way
 };
@@ -64,6 +68,13 @@ void gw_session__printable (char *text);
 
 //  Send what waited for the kernel's hello.
 void gw_session__flush_held (gw_session_t *self);
+
+//  gw_session_kernel.c: the notebook folder's copy after each hello (requests
+//  wait for it), and its end when the kernel does.
+void gw_session__share_start (gw_session_t *self);
+void gw_session__share_stop (gw_session_t *self);
+//  What the copy left out, said once, as output of the first cell (msg) that runs.
+void gw_session__share_notice (gw_session_t *self, const ch_msg_t *msg);
 
 //  The kernel broke the protocol: log why, stop it.
 void gw_session__violation (gw_session_t *self, const char *why);

@@ -63,6 +63,10 @@ gw_session__file_request (gw_session_t *self, ch_msg_t *msg, gw_frames_t **ids_p
 //  Messages from the kernel. Each handler returns 0, or 1 after writing the
 //  violation into self->why (the kernel is then stopped).
 
+//  The gateway never sends a kernel bad input, so a kernel's protocol_error
+//  notices are rare; past this many it floods the log (issue 14, item 2).
+#define S_MAX_NOTICES 100
+
 static int
 s_bad (gw_session_t *self, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));
@@ -82,6 +86,8 @@ s_on_cellvm (gw_session_t *self, ch_msg_t *msg)
 {
     const char *type = ch_msg_type (msg);
     json_t *content = ch_msg_content (msg);
+    if (strcmp (type, "protocol_error") == 0 && ++self->notices > S_MAX_NOTICES)
+        return s_bad (self, "more than %d protocol_error notices (a flood)", S_MAX_NOTICES);
     if (strcmp (type, "protocol_error") == 0) {
         bool fatal = json_is_true (json_object_get (content, "fatal"));
         const char *error = json_string_value (json_object_get (content, "error"));
@@ -107,6 +113,7 @@ s_on_cellvm (gw_session_t *self, ch_msg_t *msg)
         gw_log (GW_LOG_INFO, "kernel.ready", "start=%d ipython=%s held=%zu", self->starts,
                 json_is_true (json_object_get (content, "ipython")) ? "yes" : "no",
                 zlistx_size (self->held));
+        gw_session__share_start (self);
         gw_session__flush_held (self);
     }
     return 0;
@@ -280,3 +287,43 @@ gw_session__on_kernel_msg (void *arg, ch_msg_t **msg_p)
     }
 }
 
+
+//  ---------------------------------------------------------------------------
+//  cellvm-notebook: the launch folder, copied in before any request (gw_share)
+
+static void
+s_shared (void *arg, const gw_share_stats_t *stats)
+{
+    gw_session_t *self = arg;
+    self->sharing = false;
+    //  Something the notebook may miss: a stream at start has no cell to show in.
+    gw_share_summary (stats, self->share_notice, sizeof self->share_notice);
+    gw_session__flush_held (self);
+}
+
+void
+gw_session__share_notice (gw_session_t *self, const ch_msg_t *msg)
+{
+    if (!self->share_notice [0] || strcmp (ch_msg_type (msg), "execute_request") != 0)
+        return;
+    gw_out_new_msg (self->out, CH_IOPUB, NULL, "stream", ch_msg_header (msg),
+                    json_pack ("{s:s, s:s}", "name", "stderr", "text", self->share_notice));
+    self->share_notice [0] = 0;
+}
+
+void
+gw_session__share_start (gw_session_t *self)
+{
+    if (!self->share)
+        return;
+    self->sharing = true;
+    gw_share_start (self->share, s_shared, self);
+}
+
+void
+gw_session__share_stop (gw_session_t *self)
+{
+    if (self->share)
+        gw_share_stop (self->share);
+    self->sharing = false;
+}

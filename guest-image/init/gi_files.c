@@ -4,6 +4,7 @@
 #include "gi_sys.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
@@ -17,8 +18,9 @@
 #define S_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS \
                    | RESOLVE_NO_XDEV)
 
-//  Where /workspace is on disk: itself, except in tests.
+//  Where /workspace and /notebook are on disk: themselves, except in tests.
 static char s_root_dir [PATH_MAX] = GI_WORKSPACE;
+static char s_notebook_dir [PATH_MAX] = GI_NOTEBOOK;
 
 int
 gi_files_set_root (const char *dir)
@@ -26,6 +28,15 @@ gi_files_set_root (const char *dir)
     if (dir && strlen (dir) >= sizeof s_root_dir)
         return -ENAMETOOLONG;
     snprintf (s_root_dir, sizeof s_root_dir, "%s", dir ? dir : GI_WORKSPACE);
+    return 0;
+}
+
+int
+gi_files_set_notebook_root (const char *dir)
+{
+    if (dir && strlen (dir) >= sizeof s_notebook_dir)
+        return -ENAMETOOLONG;
+    snprintf (s_notebook_dir, sizeof s_notebook_dir, "%s", dir ? dir : GI_NOTEBOOK);
     return 0;
 }
 
@@ -47,19 +58,32 @@ s_climbs (const char *rel)
     return 0;
 }
 
-const char *
-gi_files_relative (const char *path)
+//  The part of path below base; a relative path is below it already.
+static const char *
+s_relative_to (const char *base, const char *path, bool relative_ok)
 {
-    size_t n = strlen (GI_WORKSPACE);
-    if (!path)
+    size_t n = strlen (base);
+    if (!path || (path [0] != '/' && !relative_ok))
         return NULL;
     if (path [0] == '/') {
-        if (strncmp (path, GI_WORKSPACE, n) != 0 || (path [n] != '/' && path [n] != 0))
+        if (strncmp (path, base, n) != 0 || (path [n] != '/' && path [n] != 0))
             return NULL;
         for (path += n; *path == '/'; path++)
             ;
     }
     return path [0] && !s_climbs (path) ? path : NULL;
+}
+
+const char *
+gi_files_relative (const char *path)
+{
+    return s_relative_to (GI_WORKSPACE, path, true);
+}
+
+const char *
+gi_files_notebook_relative (const char *path)
+{
+    return s_relative_to (GI_NOTEBOOK, path, false);
 }
 
 static int
@@ -72,10 +96,16 @@ s_openat2 (int dirfd, const char *rel, int flags, unsigned mode)
 }
 
 static int
+s_open_root (const char *dir)
+{
+    int fd = open (dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+static int
 s_root (void)
 {
-    int fd = open (s_root_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    return fd < 0 ? -errno : fd;
+    return s_open_root (s_root_dir);
 }
 
 //  Open the directory part (not the leaf) of rel beneath dir: -ELOOP names a
@@ -94,7 +124,7 @@ s_open_dir (int dir, const char *part)
 //  Open (creating as needed) the directory holding the last component of
 //  rel; *leaf_p points at that component. Returns the dir fd or -errno.
 static int
-s_open_parent (int root, char *rel, char **leaf_p)
+s_open_parent (int root, char *rel, bool kernels, char **leaf_p)
 {
     int dir = dup (root);
     if (dir < 0)
@@ -104,7 +134,7 @@ s_open_parent (int root, char *rel, char **leaf_p)
         *slash = 0;
         if (part [0]) {
             //  A directory we create belongs to the kernel user, like the file.
-            if (mkdirat (dir, part, 0755) == 0)
+            if (mkdirat (dir, part, 0755) == 0 && kernels)
                 fchownat (dir, part, GI_KERNEL_UID, GI_KERNEL_GID, AT_SYMLINK_NOFOLLOW);
             int next = s_open_dir (dir, part);
             close (dir);
@@ -121,9 +151,8 @@ s_open_parent (int root, char *rel, char **leaf_p)
 //  The relative path put writes, copied into rel. A ".." before the leaf is
 //  refused here, before any directory is made (the walk would refuse it).
 static int
-s_put_path (const char *path, char rel [PATH_MAX])
+s_put_path (const char *rel0, char rel [PATH_MAX])
 {
-    const char *rel0 = gi_files_relative (path);
     if (!rel0)
         return -EXDEV;
     if (strlen (rel0) >= PATH_MAX)
@@ -164,13 +193,13 @@ s_write_all (int fd, const uint8_t *data, size_t len)
 
 //  Check the open file, hand it to the kernel user, write; *size_p after.
 static int
-s_write_file (int fd, const uint8_t *data, size_t len, uint64_t *size_p)
+s_write_file (int fd, const uint8_t *data, size_t len, bool kernels, uint64_t *size_p)
 {
     struct stat st;
     int rc = fstat (fd, &st) < 0 ? -errno : !S_ISREG (st.st_mode) ? -EINVAL : 0;
     if (rc == 0 && (uint64_t) st.st_size + len > GI_FILE_MAX)
         rc = -EFBIG;
-    if (rc == 0 && st.st_uid == 0 && fchown (fd, GI_KERNEL_UID, GI_KERNEL_GID) < 0)
+    if (rc == 0 && kernels && st.st_uid == 0 && fchown (fd, GI_KERNEL_UID, GI_KERNEL_GID) < 0)
         rc = -errno;
     if (rc == 0)
         rc = s_write_all (fd, data, len);
@@ -186,21 +215,26 @@ gi_files_put (const char *path, const uint8_t *data, size_t len, int append,
               unsigned mode, gi_file_info_t *info)
 {
     char rel [PATH_MAX], *leaf = NULL;
-    int rc = s_put_path (path, rel);
+    //  /notebook is root's: what the host copies there the kernel may read, not change.
+    const char *rel0 = gi_files_relative (path);
+    bool kernels = rel0 != NULL;
+    if (!kernels)
+        rel0 = gi_files_notebook_relative (path);
+    int rc = s_put_path (rel0, rel);
     if (rc < 0)
         return rc;
-    const char *rel0 = gi_files_relative (path);
-    int root = s_root (), dir = -1, fd = -1;
+    int root = kernels ? s_root () : s_open_root (s_notebook_dir), dir = -1, fd = -1;
     if (root < 0)
         return root;
-    if ((rc = dir = s_open_parent (root, rel, &leaf)) < 0)
+    if ((rc = dir = s_open_parent (root, rel, kernels, &leaf)) < 0)
         goto fail;
     if ((rc = fd = s_open_leaf (dir, leaf, append, mode)) < 0)
         goto fail;
-    if ((rc = s_write_file (fd, data, len, &info->size)) < 0)
+    if ((rc = s_write_file (fd, data, len, kernels, &info->size)) < 0)
         goto fail;
     ch_sha256_hex (data ? data : (const uint8_t *) "", len, info->sha256);
-    snprintf (info->path, sizeof info->path, "%s/%s", GI_WORKSPACE, rel0);
+    snprintf (info->path, sizeof info->path, "%s/%s", kernels ? GI_WORKSPACE : GI_NOTEBOOK,
+              rel0);
 fail:
     if (fd >= 0)
         close (fd);

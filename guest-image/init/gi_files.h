@@ -4,7 +4,7 @@
  *  with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) from /workspace, so
  *  no path, "..", or symlink (planted by the cell at any moment) can reach
  *  outside it; symlinks are refused, not followed. Files are created owned
- *  by the kernel user.
+ *  by the kernel user. put also writes below /notebook (see below).
  */
 #ifndef GI_FILES_H
 #define GI_FILES_H
@@ -41,6 +41,14 @@ int gi_files_get (const char *path, uint64_t offset, size_t length,
 //  path is empty, names /workspace itself, is absolute elsewhere, or has a
 //  ".." that climbs above /workspace. Symlinks and mounts are openat2's job.
 const char *gi_files_relative (const char *path);
+
+//  The part of an absolute path below /notebook, by the same rules, or NULL.
+//  put writes there too, as root (files 0644 unless mode says otherwise):
+//  the host's copy of a notebook's folder, which the kernel user only reads.
+const char *gi_files_notebook_relative (const char *path);
+
+//  Tests only: the directory that stands for /notebook on disk (NULL: back).
+int gi_files_set_notebook_root (const char *dir);
 
 //  Tests only: the directory that stands for /workspace on disk (NULL: back
 //  to /workspace). Paths on the wire still say /workspace. 0 or -ENAMETOOLONG.

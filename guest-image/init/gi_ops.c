@@ -129,6 +129,8 @@ s_dec_put (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen)
     out->append = json_is_true (append);
     out->mode = (unsigned) json_integer_value (mode);
     s_first_buffer (req, out);
+    if ((out->rel = gi_files_notebook_relative (out->path)))
+        return 0;                               //  the host's notebook copy (gi_files.h)
     return s_dec_path (out, why, whylen);
 }
 

@@ -53,6 +53,8 @@ gi_sys_mount_base (void)
           "newinstance,gid=5,mode=0620,ptmxmode=0666", 0 },
         { "shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=25%", 0 },
         { "tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=25%", 0 },
+        //  cellvm-notebook's copy of the launch folder: root's, so the kernel reads only.
+        { "notebook", GI_NOTEBOOK, "tmpfs", safe, "mode=0755,size=25%", 0 },
         { "cgroup2", "/sys/fs/cgroup", "cgroup2", safe, NULL, 0 },
     };
     for (size_t i = 0; i < sizeof table / sizeof table [0]; i++) {

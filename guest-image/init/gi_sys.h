@@ -12,6 +12,7 @@
 #define GI_KERNEL_UID 1000
 #define GI_KERNEL_GID 1000
 #define GI_WORKSPACE "/workspace"
+#define GI_NOTEBOOK "/notebook"     //  the host's notebook folder, copied in (root's)
 #define GI_CGROUP "/sys/fs/cgroup/kernel"
 #define GI_PIDS_MAX 512
 

@@ -136,6 +136,8 @@ def test_idle_pause_saves_stops_and_resumes_on_the_next_request(pause_store):
         # The gateway gave back its read-only file pages (gw_memtrim: MADV_PAGEOUT).
         m = re.findall(r"event=session\.paused .*pageout_advised_kib=(\d+)", s.log_text())
         assert m and int(m[-1]) > 1024, s.log_text()[-2000:]
+        # ... and the cells' output kept for cellvm_replay_request (docs/replay.md).
+        wait_log(s, "event=replay.released", timeout=10)
         snaps = snapshot_list(store)
         assert name in snaps and snaps[name]["reason"] == "idle-pause", snaps
         # Heartbeats are answered while paused, and do not wake the VM.

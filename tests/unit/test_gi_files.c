@@ -240,6 +240,40 @@ test_gi_files_put_refuses_paths_outside_workspace (void **state)
     assert_int_equal (access ("/etc/cellvm-test", F_OK), -1);
 }
 
+//  /notebook: the host's copy of a notebook's folder. Root's (the kernel user
+//  reads, never writes), absolute paths only, the same refusals as /workspace.
+static void
+test_gi_files_put_writes_the_notebook_copy_as_root (void **state)
+{
+    fixture_t *f = (fixture_t *) *state;
+    char nb [TU_DIR_MAX], path [PATH_MAX];
+    struct stat st;
+    tu_tmpdir (nb, sizeof nb, "test_gi_files_nb");
+    assert_int_equal (gi_files_set_notebook_root (nb), 0);
+    gi_file_info_t info;
+    assert_int_equal (gi_files_put ("/notebook/data/sales.csv", (const uint8_t *) "hello", 5, 0,
+                                    0, &info), 0);
+    assert_string_equal (info.path, "/notebook/data/sales.csv");
+    assert_string_equal (info.sha256, S_SHA_HELLO);
+    assert_int_equal (stat (tu_path (path, sizeof path, nb, "data/sales.csv"), &st), 0);
+    assert_int_equal (st.st_uid, geteuid ());   //  not handed to the kernel user
+    assert_int_equal (st.st_mode & 07777, 0644);
+    assert_int_equal (stat (tu_path (path, sizeof path, nb, "data"), &st), 0);
+    assert_int_equal (st.st_uid, geteuid ());
+    assert_false (s_exists (f, "data"));         //  nothing in /workspace
+    const char *refused [] = { "/notebook", "/notebook/", "/notebook/../x", "/notebookx/a",
+                               "/notebook/a/../../x", "/notebook/a/../b" };
+    for (size_t i = 0; i < sizeof refused / sizeof refused [0]; i++)
+        if (s_put (refused [i], "x", 0, 0) != -EXDEV)
+            fail_msg ("put \"%s\" was not refused with -EXDEV", refused [i]);
+    //  Only an absolute /notebook path goes there; "notebook/x" is /workspace's.
+    assert_null (gi_files_notebook_relative ("notebook/x"));
+    assert_int_equal (s_put ("notebook/x", "w", 0, 0), 0);
+    assert_string_equal (s_read (f, "notebook/x"), "w");
+    gi_files_set_notebook_root (NULL);
+    tu_rmtree (nb);
+}
+
 static void
 test_gi_files_put_refuses_symlinks_anywhere_on_the_way (void **state)
 {
@@ -406,6 +440,7 @@ main (void)
         S_TEST (test_gi_files_put_without_bytes_makes_an_empty_file),
         S_TEST (test_gi_files_put_refuses_growing_past_the_file_cap),
         S_TEST (test_gi_files_put_refuses_paths_outside_workspace),
+        S_TEST (test_gi_files_put_writes_the_notebook_copy_as_root),
         S_TEST (test_gi_files_put_refuses_symlinks_anywhere_on_the_way),
         S_TEST (test_gi_files_put_refuses_what_is_not_a_regular_file),
         S_TEST (test_gi_files_refuse_crossing_a_mount),
