@@ -1,8 +1,7 @@
 /*  kn_kernel - the kernel's protocol core. */
-#include "kn_kernel.h"
+#include "kn_kernel_int.h"
 #include "ch_hello.h"
 #include "kn_log.h"
-#include "kn_outfiles.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -16,38 +15,6 @@
 
 #define S_RESEED_IDLE_MS 150        //  an empty queue this long pays for the reseed
 #define KN_WORKSPACE "/workspace"   //  the guest's; init may mount it after a restore
-
-typedef struct s_item_t {
-    ch_msg_t *msg;
-    struct s_item_t *next;
-} s_item_t;
-
-struct _kn_kernel_t {
-    kn_chan_t *chan;                //  borrowed
-    kn_interp_t interp;
-    char session [37];
-    pid_t pid;                      //  the kernel process (not a cell's fork)
-    char *outdir;
-    bool in_workspace;              //  outdir is under KN_WORKSPACE: the guest's layout
-    kn_outfiles_t *outfiles;
-    json_t *info;                   //  kernel_info_reply content, cached
-    void (*flush) (void *);         //  capture flush
-    void *flush_arg;
-    pthread_t main_thread, reader;
-    pthread_mutex_t lock;           //  guards everything below
-    pthread_cond_t cond;            //  queue, input and closing; CLOCK_MONOTONIC
-    s_item_t *head, *tail;          //  shell requests waiting to run
-    int closed;                     //  the channel is gone
-    json_t *parent;                 //  header of the shell request running
-    char *parent_json;              //  ... as compact JSON, for spliced messages ("{}": none)
-    bool silent;                    //  that request is silent
-    bool executing;                 //  an interrupt may be delivered
-    bool ipython;                   //  for hello: IPython backs the shell
-    bool input_waiting;
-    char *input_value;
-    json_int_t last_count;          //  last execute_reply execution_count
-    ch_msg_t *reseed;               //  main thread only: entropy hello not yet applied
-};
 
 kn_kernel_t *
 kn_kernel_new (kn_chan_t *chan, const kn_kernel_config_t *config)
@@ -87,6 +54,7 @@ kn_kernel_destroy (kn_kernel_t **self_p)
     kn_kernel_t *self = *self_p;
     if (!self)
         return;
+    kn_jobq_destroy (&self->debugq);
     while (self->head) {
         s_item_t *it = self->head;
         self->head = it->next;
@@ -170,127 +138,6 @@ s_reply (kn_kernel_t *self, const ch_msg_t *req, json_t **content_p)
         return;
     }
     s_send (self, ch_msg_channel (req), rtype, ch_msg_header (req), content_p);
-}
-
-void
-kn_kernel_publish (kn_kernel_t *self, const char *msg_type, json_t **content_p)
-{
-    assert (self && msg_type && content_p);
-    if (strcmp (msg_type, "stream") != 0)
-        kn_kernel_flush (self);     //  output first, then what follows it
-    pthread_mutex_lock (&self->lock);
-    ch_msg_t *msg = NULL;
-    if (!self->silent)
-        msg = ch_msg_new (CH_IOPUB, msg_type, self->parent, content_p, self->session);
-    pthread_mutex_unlock (&self->lock);
-    json_decref (*content_p);
-    *content_p = NULL;
-    if (msg)
-        kn_chan_send (self->chan, &msg);
-}
-
-//  Send an iopub message whose JSON we put together ourselves: the header,
-//  parent (compact JSON) and content pieces are spliced, nothing is parsed or
-//  escaped again. msg_type must need no escaping.
-static void
-s_send_spliced (kn_kernel_t *self, const char *msg_type, const char *parent,
-                const struct iovec *content, int ncontent)
-{
-    char id [37], date [32], head [400];
-    ch_uuid4 (id);
-    ch_utc_now (date);
-    int hn = snprintf (head, sizeof head, "{\"channel\":\"iopub\",\"header\":{\"msg_id\":\"%s\","
-                       "\"session\":\"%s\",\"username\":\"cellvm\",\"date\":\"%s\","
-                       "\"msg_type\":\"%s\",\"version\":\"" CH_PROTOCOL_VERSION "\"},"
-                       "\"parent_header\":", id, self->session, date, msg_type);
-    static const char mid [] = ",\"metadata\":{},\"content\":";
-    static const char tail [] = ",\"buffers\":0}";
-    struct iovec iov [12];
-    int n = 0;
-    iov [n++] = (struct iovec) { head, (size_t) hn };
-    iov [n++] = (struct iovec) { (void *) parent, strlen (parent) };
-    iov [n++] = (struct iovec) { (void *) mid, sizeof mid - 1 };
-    for (int i = 0; i < ncontent && n < 11; i++)
-        iov [n++] = content [i];
-    iov [n++] = (struct iovec) { (void *) tail, sizeof tail - 1 };
-    kn_chan_send_json (self->chan, msg_type, iov, n);
-}
-
-//  The running request's parent as JSON (caller frees), or NULL when it is
-//  silent: it publishes nothing.
-static char *
-s_parent_json (kn_kernel_t *self)
-{
-    if (getpid () != self->pid)
-        return NULL;            //  a cell's fork publishes nothing (and must not lock)
-    pthread_mutex_lock (&self->lock);
-    char *p = self->silent ? NULL : strdup (self->parent_json ? self->parent_json : "{}");
-    pthread_mutex_unlock (&self->lock);
-    return p;
-}
-
-void
-kn_kernel_stream (void *arg, const char *name, const char *text, size_t len)
-{
-    kn_kernel_t *self = arg;
-    char *parent = s_parent_json (self);
-    if (!parent)
-        return;
-    bool err = strcmp (name, "stderr") == 0;
-    static const char out [] = "{\"name\":\"stdout\",\"text\":\"";
-    static const char errs [] = "{\"name\":\"stderr\",\"text\":\"";
-    struct iovec c [3] = {
-        { (void *) (err ? errs : out), sizeof out - 1 },
-        { (void *) text, len },
-        { (void *) "\"}", 2 },
-    };
-    s_send_spliced (self, "stream", parent, c, 3);
-    free (parent);
-}
-
-//  A msg_type that goes into JSON as it is: [a-z_], as every Jupyter one.
-static bool
-s_plain_type (const char *t)
-{
-    if (!*t || strlen (t) > 64)
-        return false;
-    for (; *t; t++)
-        if (!((*t >= 'a' && *t <= 'z') || *t == '_'))
-            return false;
-    return true;
-}
-
-int
-kn_kernel_publish_json (kn_kernel_t *self, const char *msg_type, const char *content,
-                        size_t len)
-{
-    assert (self && msg_type && content);
-    //  Only an object: the first and last non-blank bytes are braces.
-    size_t a = 0, b = len;
-    while (a < b && strchr (" \t\r\n", content [a]))
-        a++;
-    while (b > a && strchr (" \t\r\n", content [b - 1]))
-        b--;
-    if (b - a < 2 || content [a] != '{' || content [b - 1] != '}')
-        return -EINVAL;
-    if (!s_plain_type (msg_type)) {
-        json_t *c = json_loadb (content, len, 0, NULL);
-        if (!json_is_object (c)) {
-            json_decref (c);
-            return -EINVAL;
-        }
-        kn_kernel_publish (self, msg_type, &c);
-        return 0;
-    }
-    if (strcmp (msg_type, "stream") != 0)
-        kn_kernel_flush (self);     //  output first, then what follows it
-    char *parent = s_parent_json (self);
-    if (!parent)
-        return 0;
-    struct iovec c = { (void *) (content + a), b - a };
-    s_send_spliced (self, msg_type, parent, &c, 1);
-    free (parent);
-    return 0;
 }
 
 //  ---------------------------------------------------------------------------
@@ -390,11 +237,17 @@ static void s_enqueue (kn_kernel_t *self, ch_msg_t **msg_p);
 //  so init can unmount the disk; after a restore init mounts it again
 //  before the driver's hello reaches us. A local kernel (outdir elsewhere)
 //  keeps its cwd: the host's /workspace is none of its business.
+//  A hello's "cwd" (cellvm-notebook: /notebook, the host's folder) comes first.
 static void
-s_enter_workspace (kn_kernel_t *self)
+s_enter_workspace (kn_kernel_t *self, const char *cwd)
 {
     if (!self->in_workspace)
         return;
+    if (cwd && cwd [0] == '/') {
+        if (chdir (cwd) == 0)
+            return;
+        kn_log (KN_LOG_WARN, "kernel.chdir", "dir=%s reason=\"%s\"", cwd, strerror (errno));
+    }
     if (chdir (KN_WORKSPACE) == 0)
         kn_log (KN_LOG_DEBUG, "kernel.chdir", "dir=%s", KN_WORKSPACE);
     else if (errno != ENOENT && errno != ENOTDIR)
@@ -416,7 +269,7 @@ s_on_cellvm (kn_kernel_t *self, ch_msg_t **msg_p)
         s_protocol_error (self, why, true);
         _exit (3);
     }
-    s_enter_workspace (self);
+    s_enter_workspace (self, json_string_value (json_object_get (c, "cwd")));
     s_send_hello (self);
     //  After a snapshot restore the driver sends fresh entropy, and a client
     //  may pass environment variables: the main thread applies both to Python
@@ -448,6 +301,27 @@ s_shutdown (kn_kernel_t *self, const ch_msg_t *req)
     _exit (0);
 }
 
+//  A debug_request's reply: the interpreter's (it talks to the debugger,
+//  which also answers while a cell is stopped in it). Without a debugger,
+//  or when it gives no object: a failed DAP response.
+static json_t *
+s_debug (kn_kernel_t *self, const ch_msg_t *msg)
+{
+    json_t *content = ch_msg_content (msg);
+    json_t *c = self->interp.debug
+              ? self->interp.debug (self->interp.ctx, ch_msg_header (msg), content) : NULL;
+    if (json_is_object (c))
+        return c;
+    json_decref (c);
+    json_t *seq = json_object_get (content, "seq");
+    json_t *cmd = json_object_get (content, "command");
+    return json_pack ("{s:s, s:i, s:I, s:b, s:s, s:s}", "type", "response", "seq", 0,
+                      "request_seq", json_is_integer (seq) ? json_integer_value (seq) : 0,
+                      "success", 0, "command", json_is_string (cmd) ? json_string_value (cmd)
+                      : "", "message", self->interp.debug ? "the debugger gave no reply"
+                      : "this kernel has no debugger");
+}
+
 static void
 s_on_control (kn_kernel_t *self, const ch_msg_t *msg)
 {
@@ -466,6 +340,8 @@ s_on_control (kn_kernel_t *self, const ch_msg_t *msg)
     }
     else if (strcmp (type, "kernel_info_request") == 0)
         c = json_deep_copy (self->info);
+    else if (strcmp (type, "debug_request") == 0)
+        c = s_debug (self, msg);
     else {
         char why [300];
         snprintf (why, sizeof why, "%s is not handled on the control channel", type);
@@ -474,6 +350,30 @@ s_on_control (kn_kernel_t *self, const ch_msg_t *msg)
     }
     s_reply (self, msg, &c);
     s_status (self, parent, "idle");
+}
+
+//  A debug_request on the debug queue's thread: it may wait for the GIL and
+//  for the debugger while the reader goes on serving control and stdin.
+static void
+s_debug_job (void *arg, ch_msg_t **msg_p)
+{
+    kn_kernel_t *self = arg;
+    json_t *c = s_debug (self, *msg_p);
+    s_reply (self, *msg_p, &c);
+    s_status (self, ch_msg_header (*msg_p), "idle");
+}
+
+//  Control, on the reader thread: a debug_request goes to the debug queue
+//  (busy now, its reply and idle from there), the rest is answered here.
+static void
+s_on_control_msg (kn_kernel_t *self, ch_msg_t **msg_p)
+{
+    if (self->debugq && strcmp (ch_msg_type (*msg_p), "debug_request") == 0) {
+        s_status (self, ch_msg_header (*msg_p), "busy");
+        kn_jobq_push (self->debugq, msg_p);
+    }
+    else
+        s_on_control (self, *msg_p);
 }
 
 static void
@@ -530,7 +430,7 @@ s_reader (void *arg)
         }
         switch (ch_msg_channel (msg)) {
             case CH_SHELL:   s_enqueue (self, &msg); break;
-            case CH_CONTROL: s_on_control (self, msg); break;
+            case CH_CONTROL: s_on_control_msg (self, &msg); break;
             case CH_STDIN:   s_on_stdin (self, msg); break;
             case CH_CELLVM:  s_on_cellvm (self, &msg); break;
             default:            s_protocol_error (self, "the driver may not send on iopub", false);
@@ -665,6 +565,31 @@ s_run_interp (kn_kernel_t *self, const ch_msg_t *msg, s_item_t **aborted)
     return reply;
 }
 
+//  A comm message from the client goes to the interpreter whole and gets no
+//  reply; its handlers run here, between cells, as ipykernel runs them.
+//  Without comms a comm_open is closed at once, as with no target.
+static void
+s_run_comm (kn_kernel_t *self, const ch_msg_t *msg)
+{
+    if (!self->interp.comm) {
+        if (strcmp (ch_msg_type (msg), "comm_open") == 0) {
+            json_t *c = json_pack ("{s:O?, s:{}}", "comm_id",
+                                   json_object_get (ch_msg_content (msg), "comm_id"), "data");
+            kn_kernel_publish (self, "comm_close", &c);
+        }
+        return;
+    }
+    s_reseed (self);
+    s_set_current (self, msg, false, true);     //  a handler can be interrupted
+    self->interp.comm (self->interp.ctx, msg);
+    if (getpid () != self->pid)
+        _exit (0);      //  a fork a handler made, back from it: it is done
+    s_set_current (self, msg, false, false);
+    if (self->interp.discard_interrupt)
+        self->interp.discard_interrupt (self->interp.ctx);
+    kn_kernel_flush (self);
+}
+
 static void
 s_on_shell (kn_kernel_t *self, ch_msg_t **msg_p)
 {
@@ -689,13 +614,9 @@ s_on_shell (kn_kernel_t *self, ch_msg_t **msg_p)
         reply = json_deep_copy (self->info);
     else if (strcmp (type, "shutdown_request") == 0)
         s_shutdown (self, msg);     //  does not return
-    else if (strcmp (type, "comm_open") == 0) {
-        //  No comm targets are registered: close it, as ipykernel does.
-        json_t *c = json_pack ("{s:O?, s:{}}", "comm_id",
-                               json_object_get (ch_msg_content (msg), "comm_id"), "data");
-        kn_kernel_publish (self, "comm_close", &c);
-    }
-    else if (strncmp (type, "comm_", 5) != 0 || strcmp (type, "comm_info_request") == 0)
+    else if (strncmp (type, "comm_", 5) == 0 && strcmp (type, "comm_info_request") != 0)
+        s_run_comm (self, msg);
+    else
         reply = s_run_interp (self, msg, &aborted);
     if (reply)
         s_reply (self, msg, &reply);
@@ -759,6 +680,8 @@ kn_kernel_run (kn_kernel_t *self)
         return 1;
     self->ipython = json_is_true (json_object_get (self->info, "ipython"));
     json_object_del (self->info, "ipython");    //  not part of kernel_info_reply
+    if (self->interp.debug)
+        self->debugq = kn_jobq_new (s_debug_job, self);
     sigset_t all, old;
     sigfillset (&all);
     pthread_sigmask (SIG_SETMASK, &all, &old);     //  interrupts are for this thread

@@ -11,6 +11,7 @@
 #include "ch_msg.h"
 
 #include <stdbool.h>
+#include <sys/uio.h>
 
 //  The interpreter seam. Every call but interrupt runs on the main thread.
 typedef struct {
@@ -22,6 +23,15 @@ typedef struct {
     json_t *(*info) (void *ctx);
     //  Drop an interrupt that arrived after the cell ended.
     void (*discard_interrupt) (void *ctx);
+    //  A comm_open, comm_msg or comm_close from the client, whole (header,
+    //  metadata, content, buffers); it gets no reply. NULL: no comms, and a
+    //  comm_open is answered by closing it.
+    void (*comm) (void *ctx, const ch_msg_t *msg);
+    //  A debug_request's reply content (new reference), called on the
+    //  kernel's debug thread (one request at a time), also while a cell runs
+    //  or is stopped at a breakpoint. header is the request's. NULL: no
+    //  debugger.
+    json_t *(*debug) (void *ctx, const json_t *header, const json_t *content);
 } kn_interp_t;
 
 typedef struct _kn_kernel_t kn_kernel_t;
@@ -55,6 +65,26 @@ void kn_kernel_publish (kn_kernel_t *self, const char *msg_type, json_t **conten
 //  kn_kernel_publish. 0, or -EINVAL when content is not an object.
 int kn_kernel_publish_json (kn_kernel_t *self, const char *msg_type, const char *content,
                             size_t len);
+
+//  A message the interpreter put together whole (comms, session.send).
+//  JSON texts, objects: metadata NULL for {}; parent NULL for the running
+//  request's header. Nothing goes out with a silent request as parent.
+//  Buffers are copied.
+typedef struct {
+    const char *content;
+    size_t content_len;
+    const char *metadata;
+    const char *parent;
+    const struct iovec *buffers;
+    size_t nbuffers;
+} kn_publish_t;
+
+//  Publish p on iopub (flushing output first, as kn_kernel_publish). 0;
+//  -EINVAL when a JSON text is not an object; -E2BIG over CH_MSG_MAX_BUFFERS.
+int kn_kernel_publish_msg (kn_kernel_t *self, const char *msg_type, const kn_publish_t *p);
+
+//  The running request's header as compact JSON, "{}" when none; caller frees.
+char *kn_kernel_parent_json (kn_kernel_t *self);
 
 //  Stream text to iopub (the capture's emit callback): text[0..len) is
 //  already JSON-escaped (the inside of a JSON string) and goes out as it is.

@@ -23,6 +23,8 @@ static kn_capture_t *s_capture;
 struct _kn_py_t {
     kn_kernel_t *kernel;        //  borrowed
     PyObject *shell;            //  cellvm_shell.Kernel instance
+    PyObject *comm;             //  the cellvm_comm module
+    PyObject *debug;            //  the cellvm_debug module
     PyThreadState *saved;       //  the main thread state while idle
 };
 
@@ -42,14 +44,58 @@ s_kernel_of (PyObject *module)
     return st ? st->kernel : NULL;
 }
 
+//  publish() with metadata, a parent or buffers: a whole message (comms,
+//  session.send). base has the JSON texts; bufs is a sequence or None.
+static PyObject *
+s_publish_msg (kn_kernel_t *k, const char *type, const kn_publish_t *base, PyObject *bufs)
+{
+    Py_buffer views [CH_MSG_MAX_BUFFERS];
+    struct iovec iov [CH_MSG_MAX_BUFFERS];
+    kn_publish_t p = *base;
+    Py_ssize_t n = 0, got = 0;
+    int rc = -E2BIG;
+    PyObject *seq = bufs == Py_None ? PyTuple_New (0)
+                                    : PySequence_Fast (bufs, "publish: buffers must be a sequence");
+    if (!seq || (n = PySequence_Fast_GET_SIZE (seq)) > CH_MSG_MAX_BUFFERS)
+        goto fail;
+    for (; got < n; got++) {
+        PyObject *b = PySequence_Fast_GET_ITEM (seq, got);
+        if (PyObject_GetBuffer (b, &views [got], PyBUF_SIMPLE) < 0)
+            goto fail;
+        iov [got] = (struct iovec) { views [got].buf, (size_t) views [got].len };
+    }
+    p.buffers = iov;
+    p.nbuffers = (size_t) n;
+    Py_BEGIN_ALLOW_THREADS
+    rc = kn_kernel_publish_msg (k, type, &p);
+    Py_END_ALLOW_THREADS
+fail:
+    for (Py_ssize_t i = 0; i < got; i++)
+        PyBuffer_Release (&views [i]);
+    Py_XDECREF (seq);
+    if (PyErr_Occurred ())
+        return NULL;
+    if (rc == -E2BIG)
+        return PyErr_Format (PyExc_ValueError, "publish: at most %d buffers", CH_MSG_MAX_BUFFERS);
+    if (rc < 0)
+        return PyErr_Format (PyExc_ValueError, "publish: content, metadata and parent must "
+                             "be JSON objects");
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 s_publish (PyObject *module, PyObject *args)
 {
-    const char *type, *text;
+    const char *type, *text, *meta = NULL, *parent = NULL;
     Py_ssize_t len;
+    PyObject *bufs = Py_None;
     kn_kernel_t *k = s_kernel_of (module);
-    if (!k || !PyArg_ParseTuple (args, "ss#", &type, &text, &len))
+    if (!k || !PyArg_ParseTuple (args, "ss#|zzO", &type, &text, &len, &meta, &parent, &bufs))
         return NULL;
+    if (meta || parent || bufs != Py_None) {
+        kn_publish_t p = { text, (size_t) len, meta, parent, NULL, 0 };
+        return s_publish_msg (k, type, &p, bufs);
+    }
     //  The JSON Python made goes out as it is: escaped once, never parsed.
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -58,6 +104,19 @@ s_publish (PyObject *module, PyObject *args)
     if (rc < 0)
         return PyErr_Format (PyExc_ValueError, "publish: content is not a JSON object");
     Py_RETURN_NONE;
+}
+
+static PyObject *
+s_parent (PyObject *module, PyObject *args)
+{
+    (void) args;
+    kn_kernel_t *k = s_kernel_of (module);
+    if (!k)
+        return NULL;
+    char *p = kn_kernel_parent_json (k);
+    PyObject *r = PyUnicode_FromString (p);
+    free (p);
+    return r;
 }
 
 static PyObject *
@@ -115,8 +174,24 @@ s_fence (PyObject *module, PyObject *args)
 }
 
 
+//  The kernel's own log (not the client's stderr): text is one line already.
+static PyObject *
+s_log (PyObject *module, PyObject *args)
+{
+    (void) module;
+    const char *level, *event, *text;
+    if (!PyArg_ParseTuple (args, "sss", &level, &event, &text))
+        return NULL;
+    int l = kn_log_level_parse (level);
+    kn_log (l < 0 ? KN_LOG_INFO : (kn_log_level_t) l, event, "text=\"%s\"", text);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef s_methods [] = {
-    { "publish", s_publish, METH_VARARGS, "publish(msg_type, content_json) on iopub" },
+    { "publish", s_publish, METH_VARARGS, "publish(msg_type, content_json, metadata_json=None, "
+      "parent_json=None, buffers=None) on iopub; the parent defaults to the running request" },
+    { "log", s_log, METH_VARARGS, "log(level, event, text): a line in the kernel's own log" },
+    { "parent", s_parent, METH_NOARGS, "the running request's header as JSON ({} when none)" },
     { "flush", s_flush, METH_NOARGS, "emit captured stdout/stderr now" },
     { "fence", s_fence, METH_NOARGS, "fd-level output may have been written up to here "
       "(a child was reaped): Python text written next goes after it" },
@@ -186,16 +261,29 @@ s_start_python (void)
     return PyStatus_Exception (st) ? -1 : 0;
 }
 
+//  Compile src and run it as module name (new reference, NULL on error).
+static PyObject *
+s_load_module (const char *name, const char *file, const char *src)
+{
+    PyObject *code = Py_CompileString (src, file, Py_file_input);
+    PyObject *mod = code ? PyImport_ExecCodeModule (name, code) : NULL;
+    Py_XDECREF (code);
+    return mod;
+}
+
 static int
 s_load_shell (kn_py_t *self, char *err, size_t errlen)
 {
-    PyObject *mod = NULL, *code = NULL, *cls = NULL;
+    PyObject *mod = NULL, *cls = NULL;
     //  Jupyter kernels import from the working directory.
     if (PyRun_SimpleString ("import sys; sys.path.insert(0, '')") < 0)
         goto fail;
-    code = Py_CompileString (kn_pysrc_shell, "cellvm_shell.py", Py_file_input);
-    if (code)
-        mod = PyImport_ExecCodeModule ("cellvm_shell", code);
+    //  Comms first: the shell's Kernel attaches to them.
+    self->comm = s_load_module ("cellvm_comm", "cellvm_comm.py", kn_pysrc_comm);
+    if (self->comm)
+        self->debug = s_load_module ("cellvm_debug", "cellvm_debug.py", kn_pysrc_debug);
+    if (self->comm && self->debug)
+        mod = s_load_module ("cellvm_shell", "cellvm_shell.py", kn_pysrc_shell);
     if (mod)
         cls = PyObject_GetAttrString (mod, "Kernel");
     if (cls)
@@ -204,13 +292,13 @@ s_load_shell (kn_py_t *self, char *err, size_t errlen)
         goto fail;
     Py_DECREF (cls);
     Py_DECREF (mod);
-    Py_DECREF (code);
     return 0;
 fail:
     s_error_text (err, errlen);
     Py_XDECREF (cls);
     Py_XDECREF (mod);
-    Py_XDECREF (code);
+    Py_CLEAR (self->comm);
+    Py_CLEAR (self->debug);
     return -1;
 }
 
@@ -258,6 +346,8 @@ kn_py_destroy (kn_py_t **self_p)
         return;
     PyEval_RestoreThread (self->saved);
     Py_XDECREF (self->shell);
+    Py_XDECREF (self->comm);
+    Py_XDECREF (self->debug);
     //  No Py_FinalizeEx: user threads may still run; the process is ending.
     free (self);
     *self_p = NULL;
@@ -334,6 +424,84 @@ s_discard_interrupt (void *ctx)
     self->saved = PyEval_SaveThread ();
 }
 
+//  The buffers of msg as memoryviews (ipykernel gives zmq frames' views).
+static PyObject *
+s_buffers (const ch_msg_t *msg)
+{
+    size_t n = ch_msg_nbuffers (msg);
+    PyObject *list = PyList_New ((Py_ssize_t) n);
+    for (size_t i = 0; list && i < n; i++) {
+        size_t len = 0;
+        const uint8_t *data = ch_msg_buffer (msg, i, &len);
+        PyObject *b = PyBytes_FromStringAndSize ((const char *) data, (Py_ssize_t) len);
+        PyObject *view = b ? PyMemoryView_FromObject (b) : NULL;
+        Py_XDECREF (b);
+        if (!view)
+            Py_CLEAR (list);
+        else
+            PyList_SET_ITEM (list, (Py_ssize_t) i, view);
+    }
+    return list;
+}
+
+//  cellvm_comm.dispatch(msg_type, msg_json, buffers): the message's header,
+//  parent_header, metadata and content as JSON text.
+static void
+s_comm (void *ctx, const ch_msg_t *msg)
+{
+    kn_py_t *self = ctx;
+    json_t *m = json_pack ("{s:O, s:O, s:O, s:O}", "header", ch_msg_header (msg),
+                           "parent_header", ch_msg_parent (msg), "metadata",
+                           ch_msg_metadata (msg), "content", ch_msg_content (msg));
+    char *text = m ? json_dumps (m, JSON_COMPACT) : NULL;
+    json_decref (m);
+    if (!text)
+        return;
+    PyEval_RestoreThread (self->saved);
+    PyObject *bufs = s_buffers (msg);
+    PyObject *r = bufs ? PyObject_CallMethod (self->comm, "dispatch", "ssO", ch_msg_type (msg),
+                                              text, bufs) : NULL;
+    if (!r) {
+        char why [512];
+        s_error_text (why, sizeof why);
+        kn_log (KN_LOG_ERROR, "comm.fail", "msg_type=%s reason=\"%s\"", ch_msg_type (msg), why);
+    }
+    Py_XDECREF (r);
+    Py_XDECREF (bufs);
+    self->saved = PyEval_SaveThread ();
+    free (text);
+}
+
+//  cellvm_debug.handle(header, content) on the kernel's debug thread: it
+//  takes the GIL for itself (the main thread may be idle, in a cell, or
+//  stopped at a breakpoint, where pydevd waits with the GIL released).
+static json_t *
+s_debug (void *ctx, const json_t *header, const json_t *content)
+{
+    kn_py_t *self = ctx;
+    char *h = json_dumps (header, JSON_COMPACT);
+    char *c = json_dumps (content, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_t *out = NULL;
+    if (h && c) {
+        PyGILState_STATE g = PyGILState_Ensure ();
+        PyObject *r = PyObject_CallMethod (self->debug, "handle", "ss", h, c);
+        Py_ssize_t len = 0;
+        const char *text = r && PyUnicode_Check (r) ? PyUnicode_AsUTF8AndSize (r, &len) : NULL;
+        if (text)
+            out = json_loadb (text, (size_t) len, 0, NULL);
+        else {
+            char why [512];
+            s_error_text (why, sizeof why);
+            kn_log (KN_LOG_ERROR, "debug.fail", "reason=\"%s\"", why);
+        }
+        Py_XDECREF (r);
+        PyGILState_Release (g);
+    }
+    free (h);
+    free (c);
+    return out;
+}
+
 void
 kn_py_interp (kn_py_t *self, kn_interp_t *interp)
 {
@@ -342,4 +510,6 @@ kn_py_interp (kn_py_t *self, kn_interp_t *interp)
     interp->handle = s_handle;
     interp->info = s_info;
     interp->discard_interrupt = s_discard_interrupt;
+    interp->comm = s_comm;
+    interp->debug = s_debug;
 }

@@ -3,5 +3,7 @@
 #define KN_PYSRC_H
 
 extern const char kn_pysrc_shell [];
+extern const char kn_pysrc_comm [];
+extern const char kn_pysrc_debug [];
 
 #endif

@@ -10,11 +10,14 @@ PKGS=(
   libpython3.11-dev python3.11-dev
   # Python side of the kernel (embedded CPython sees Debian's dist-packages)
   python3-ipython python3-matplotlib python3-numpy python3-pandas
+  python3-ipywidgets
   # test and client tooling (run with /usr/bin/python3)
   python3-jupyter-client python3-ipykernel python3-nbclient python3-nbformat
   python3-jupyter-kernel-test python3-pytest python3-psutil
   # make serve and its test (docs/remote.md): Jupyter Server, a WebSocket client
   python3-jupyter-server python3-websocket
+  # the browser test (tests/integration/test_browser.py): classic Notebook in headless Chromium
+  python3-notebook python3-widgetsnbextension chromium chromium-driver python3-selenium
   # the microvm backend (guest-image/build.sh installs its own build tools)
   qemu-system-x86 qemu-utils
 )

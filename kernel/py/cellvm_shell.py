@@ -22,6 +22,8 @@ import time
 import traceback
 
 import _cellvm
+import cellvm_comm
+import cellvm_debug
 
 IMPLEMENTATION_VERSION = "0.1.0"
 
@@ -787,6 +789,8 @@ class Kernel:
             _setup_matplotlib(False)
             self.backend = FallbackBackend()
         self.ipython = self.backend.name == "ipython"
+        cellvm_comm.install(self.backend.shell if self.ipython else None)
+        cellvm_debug.install(self.backend.shell if self.ipython else None)
 
     def info(self):
         """kernel_info_reply content, computed once at start-up by C."""
@@ -804,7 +808,7 @@ class Kernel:
                 "nbconvert_exporter": "python"},
             "banner": self.backend.banner,
             "help_links": [{"text": "Python Reference", "url": "https://docs.python.org/3/"}],
-            "debugger": False,
+            "debugger": cellvm_debug.available(),     # 5.5's supported_features: the gateway
             "ipython": self.ipython,
         })
 
@@ -815,11 +819,14 @@ class Kernel:
             return _dumps({"status": "error", "ename": "UnknownMessageType",
                            "evalue": "cellvm-kernel does not handle %r" % msg_type,
                            "traceback": []})
+        cellvm_comm.set_request({"content": c})     # for get_ipython().kernel.get_parent()
         try:
             return _dumps(fn(c))
         except Exception as e:  # the kernel's own fault: answer, do not die
             return _dumps({"status": "error", "ename": type(e).__name__, "evalue": str(e),
                            "traceback": traceback.format_exc().splitlines()})
+        finally:
+            cellvm_comm.set_request(None)
 
     def do_execute_request(self, c):
         code = c.get("code", "")
@@ -882,7 +889,7 @@ class Kernel:
         return {"status": "ok"}
 
     def do_comm_info_request(self, c):
-        return {"status": "ok", "comms": {}}
+        return cellvm_comm.comm_info(c)
 
 
 # ----------------------------------------------------------------------------

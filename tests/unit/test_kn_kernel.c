@@ -135,7 +135,7 @@ s_setup_with (void **state, const char *outdir)
     kn_kernel_config_t cfg = { outdir, "t" };
     f->kernel = kn_kernel_new (f->kchan, &cfg);
     assert_non_null (f->kernel);
-    kn_interp_t interp = { f, s_mock_handle, s_mock_info, NULL };
+    kn_interp_t interp = { .ctx = f, .handle = s_mock_handle, .info = s_mock_info };
     kn_kernel_set_interp (f->kernel, &interp);
     pthread_create (&f->thread, NULL, s_run, f);
     *state = f;
