@@ -47,6 +47,8 @@ GW_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_gw
 GI_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_gi_*.c))
 KERNELSPECS := $(B)/share/jupyter/kernels/cellvm/kernel.json \
                $(B)/share/jupyter/kernels/cellvm-agent/kernel.json \
+               $(B)/share/jupyter/kernels/cellvm-5.5/kernel.json \
+               $(B)/share/jupyter/kernels/cellvm-notebook/kernel.json \
                $(B)/share/jupyter/kernels/cellvm-unsafe-local/kernel.json
 
 DEPS_STAMP := build/.deps-ok
@@ -121,7 +123,7 @@ $(B)/tests/test_gw_%: tests/unit/test_gw_%.c $(GW_OBJ) $(TU_OBJ) $(TU_GW_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(GW_LIBS) -ljansson -lcrypto -lcmocka
 
-$(B)/share/jupyter/kernels/%/kernel.json: scripts/kernelspec.sh Makefile | $(B)/cellvm-gateway $(B)/cellvm-launch
+$(B)/share/jupyter/kernels/%/kernel.json: scripts/kernelspec.sh Makefile $(wildcard build/image/packages.json) | $(B)/cellvm-gateway $(B)/cellvm-launch
 	CELLVM_IMAGE_DIR=$(abspath build/image) bash scripts/kernelspec.sh $* $(abspath $(B)) $@
 
 unit: $(CH_TESTS) $(KN_TESTS) $(GW_TESTS) $(GI_TESTS)
@@ -218,6 +220,8 @@ install: all
 	  cp --sparse=always -L build/image/* $(DESTDIR)$(PREFIX)/share/cellvm/image/; fi
 	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm/kernel.json bin
 	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm-agent $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-agent/kernel.json bin
+	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm-5.5 $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-5.5/kernel.json bin
+	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm-notebook $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-notebook/kernel.json bin
 	bash scripts/kernelspec.sh cellvm-unsafe-local $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-unsafe-local/kernel.json bin
 
 clean:

@@ -3,7 +3,10 @@
 #
 #   bash scripts/kernelspec.sh NAME DIR OUT_JSON [bin]
 #
-# NAME      cellvm (microVM backend) or cellvm-unsafe-local (no isolation)
+# NAME      cellvm (microVM backend), cellvm-agent, cellvm-5.5 (microVM, Jupyter
+#           protocol 5.5: XPUB IOPub with iopub_welcome), cellvm-notebook (microVM
+#           with a read-only copy of the notebook's folder) or cellvm-unsafe-local
+#           (no isolation)
 # DIR       absolute directory holding cellvm-gateway, or with "bin" the
 #           prefix whose bin/ holds it (make install)
 # OUT_JSON  the kernel.json to write (its directory is created)
@@ -23,7 +26,7 @@ esac
 gateway="${dir%/}/cellvm-launch"
 [ "$sub" = bin ] && gateway="${dir%/}/bin/cellvm-launch"
 
-extra=""
+extra="" protocol=""
 case "$name" in
   cellvm)
     backend=microvm
@@ -35,6 +38,17 @@ case "$name" in
     backend=microvm
     extra=', "--cell-timeout", "120", "--idle-pause", "300", "--idle-timeout", "43200", "--ttl", "86400"'
     display="Python 3 (cellvm microVM for agents: 120 s cells, paused when idle)" ;;
+  cellvm-5.5)
+    # Opt-in: a 5.3 client does not expect iopub_welcome (docs/gateway.md).
+    backend=microvm protocol=5.5
+    extra=', "--protocol", "5.5"'
+    display="Python 3 (cellvm microVM, protocol 5.5)" ;;
+  cellvm-notebook)
+    # The notebook's folder (Jupyter starts the kernel there) copied into the VM's
+    # /notebook, read-only, and the kernel's working directory (docs/files.md).
+    backend=microvm
+    extra=', "--share-cwd"'
+    display="Python 3 (cellvm microVM, with the notebook's folder)" ;;
   cellvm-unsafe-local)
     backend=unsafe-local
     display="Python 3 (cellvm unsafe-local, NO isolation)" ;;
@@ -58,6 +72,23 @@ if [ "$backend" = microvm ] && [ -n "${CELLVM_IMAGE_DIR:-}" ]; then
   extra="$extra, \"--image\", $(json_str "$CELLVM_IMAGE_DIR")"
 fi
 
+# jupyter_client 8.8+ reads the top-level kernel_protocol_version; only the 5.5
+# spec has one (7.x warns about keys it does not know).
+proto_line=""
+[ -n "$protocol" ] && proto_line="
+  \"kernel_protocol_version\": \"$protocol\","
+
+# "debugger": true (JupyterLab then offers its debugger) only where the kernel can import
+# debugpy and IPython (docs/kernel.md "Debugger"): for the microVM, the guest image's package
+# list; for unsafe-local, Debian's Python on this host (the kernel embeds its libpython).
+debugger=false
+if [ "$backend" = microvm ]; then
+  pkgs="${CELLVM_IMAGE_DIR:-$(dirname "$gateway")/image}/packages.json"
+  grep -q '"name": "python3-debugpy"' "$pkgs" 2>/dev/null && debugger=true
+elif /usr/bin/python3 -c 'import debugpy, IPython' >/dev/null 2>&1; then
+  debugger=true
+fi
+
 mkdir -p "$(dirname "$out")"
 tmp="$out.tmp.$$"
 cat > "$tmp" <<JSON
@@ -66,8 +97,8 @@ cat > "$tmp" <<JSON
            "--backend", "$backend"$extra],
   "display_name": $(json_str "$display"),
   "language": "python",
-  "interrupt_mode": "message",
-  "metadata": {"debugger": false, "cellvm_backend": "$backend"}
+  "interrupt_mode": "message",$proto_line
+  "metadata": {"debugger": $debugger, "cellvm_backend": "$backend"}
 }
 JSON
 mv -f "$tmp" "$out"
