@@ -142,6 +142,8 @@ template: image
 	@# exit 3: another process is building the same template; wait for it.
 	@for i in $$(seq 1 120); do build/cellvm-gateway --build-template --image build/image; \
 	  rc=$$?; [ $$rc -eq 3 ] || exit $$rc; sleep 2; done; exit 1
+	@# Again now that the image's packages.json exists (metadata.debugger reads it).
+	@$(MAKE) --no-print-directory kernelspecs
 
 integration: all template $(B)/tests/test_gw_vm_boot
 	CELLVM_BUILD=$(abspath $(B)) CELLVM_IMAGE=$(abspath build/image) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)

@@ -134,6 +134,8 @@ def test_kernel_info_advertises_the_debugger(s):
     assert info["status"] == "ok"
     assert info.get("debugger") is True, info
     assert "supported_features" not in info, info      # a 5.5 field: the 5.5 gateway adds it
+    # JupyterLab offers its debugger panel from the kernelspec: it says so only where it works.
+    assert s.spec.metadata.get("debugger") is True, s.spec.metadata
 
 
 def test_requests_before_initialize_and_garbage_fail_and_the_kernel_lives(s):
