@@ -18,7 +18,7 @@
 
 typedef struct {
     gw_share_file_t *files;
-    size_t count, cap, max_bytes;
+    size_t count, cap, max_bytes, visited;
     gw_share_stats_t *stats;
 } s_walk_t;
 
@@ -106,6 +106,10 @@ s_walk_entry (s_walk_t *w, int dfd, const char *prefix, const char *name, unsign
 {
     char rel [GW_SHARE_PATH_MAX + 1];
     struct stat st;
+    if (++w->visited > GW_SHARE_MAX_VISITS) {
+        w->stats->over_cap++;                   //  not even looked at
+        return;
+    }
     int n = snprintf (rel, sizeof rel, "%s%s%s", prefix, *prefix ? "/" : "", name);
     if (n < 0 || (size_t) n >= sizeof rel || fstatat (dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         w->stats->special++;

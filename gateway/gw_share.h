@@ -28,6 +28,7 @@
 #define GW_SHARE_MAX_BYTES (64ull << 20)        //  default --share-max: ~7 s under TCG
 #define GW_SHARE_MAX_FILES 10000u
 #define GW_SHARE_MAX_DEPTH 16u
+#define GW_SHARE_MAX_VISITS 100000u             //  entries looked at: a launch from / or ~ ends
 #define GW_SHARE_PATH_MAX 1000u                 //  a relative path, in bytes
 
 //  What a walk found (gw_share_scan) and what a copy did.
