@@ -123,7 +123,7 @@ $(B)/tests/test_gw_%: tests/unit/test_gw_%.c $(GW_OBJ) $(TU_OBJ) $(TU_GW_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(GW_LIBS) -ljansson -lcrypto -lcmocka
 
-$(B)/share/jupyter/kernels/%/kernel.json: scripts/kernelspec.sh Makefile $(wildcard build/image/packages.json) | $(B)/cellvm-gateway $(B)/cellvm-launch
+$(B)/share/jupyter/kernels/%/kernel.json: scripts/kernelspec.sh Makefile | $(B)/cellvm-gateway $(B)/cellvm-launch
 	CELLVM_IMAGE_DIR=$(abspath build/image) bash scripts/kernelspec.sh $* $(abspath $(B)) $@
 
 unit: $(CH_TESTS) $(KN_TESTS) $(GW_TESTS) $(GI_TESTS)
@@ -142,8 +142,11 @@ template: image
 	@# exit 3: another process is building the same template; wait for it.
 	@for i in $$(seq 1 120); do build/cellvm-gateway --build-template --image build/image; \
 	  rc=$$?; [ $$rc -eq 3 ] || exit $$rc; sleep 2; done; exit 1
-	@# Again now that the image's packages.json exists (metadata.debugger reads it).
-	@$(MAKE) --no-print-directory kernelspecs
+	@# Again now that the image's packages.json exists (metadata.debugger reads it): a
+	@# published file keeps its cache mtime, so make's dates cannot tell.
+	@for k in $(patsubst $(B)/share/jupyter/kernels/%/kernel.json,%,$(KERNELSPECS)); do \
+	  CELLVM_IMAGE_DIR=$(abspath build/image) bash scripts/kernelspec.sh $$k $(abspath $(B)) \
+	    $(B)/share/jupyter/kernels/$$k/kernel.json || exit 1; done
 
 integration: all template $(B)/tests/test_gw_vm_boot
 	CELLVM_BUILD=$(abspath $(B)) CELLVM_IMAGE=$(abspath build/image) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)
