@@ -55,6 +55,11 @@ static const gw_opt_t s_table [GW_OPT_COUNT] = {
     //  cellvm-notebook: the launch folder copied into the VM's /notebook (gw_share).
     [GW_OPT_SHARE_CWD] = { "share-cwd", GW_OPTKIND_FLAG, 0, 0, 0 },
     [GW_OPT_SHARE_MAX] = { "share-max", GW_OPTKIND_SIZE, 1, 1ULL << 32, 0 },
+    //  Privilege separation (gw_priv): as root, run as this user; only the jail stays root.
+    [GW_OPT_USER] = { "user", GW_OPTKIND_STR, 0, 0, 0 },
+    //  The cgroup's io.max on the run dir's disk (both children run VMs too).
+    [GW_OPT_DISK_BPS] = { "disk-bps", GW_OPTKIND_SIZE, 4096, 1ULL << 40, S_VM },
+    [GW_OPT_DISK_IOPS] = { "disk-iops", GW_OPTKIND_SIZE, 1, 1ULL << 24, S_VM },
     [GW_OPT_HELP] = { "help", GW_OPTKIND_FLAG, 0, 0, 0 },
 };
 
@@ -65,6 +70,7 @@ gw_args_table (void)
 }
 
 static void s_usage_vm (FILE *out);
+static void s_usage_sessions (FILE *out);
 
 void
 gw_args_usage (FILE *out)
@@ -119,7 +125,16 @@ s_usage_vm (FILE *out)
         "                          (default auto: jailed when root or user namespaces allow;\n"
         "                          docs/security.md)\n"
         "  --jail-uid-base UID     the jail's uids: UID..UID+1023 (default 64000)\n"
+        "  --user NAME             as root: run as NAME, a root helper only jails QEMU\n"
         "  --cpus N                each VM's host CPU time, in CPUs (cgroup cpu.max; e.g. 0.5)\n"
+        "  --disk-bps B, --disk-iops N  each VM's disk I/O per direction (cgroup io.max)\n");
+    s_usage_sessions (out);
+}
+
+static void
+s_usage_sessions (FILE *out)
+{
+    fprintf (out,
         "sessions that outlive a process (docs/sessions.md):\n"
         "  --idle-pause S          after S idle seconds save the VM to disk and stop it;\n"
         "                          the next request resumes it (microvm)\n"
@@ -177,6 +192,8 @@ s_store (gw_args_t *args, gw_opt_id_t id, unsigned long long v)
         case GW_OPT_JAIL_UID_BASE: args->jail_uid_base = (unsigned) v; break;
         case GW_OPT_SNAPSHOT_MAX_BYTES: args->snapshot_max_bytes = v; break;
         case GW_OPT_SHARE_MAX: args->share_max = v; break;
+        case GW_OPT_DISK_BPS: args->disk_bps = v; break;
+        case GW_OPT_DISK_IOPS: args->disk_iops = v; break;
         default: assert (false);                //  a GW_OPTKIND_SIZE entry without a field
     }
 }
@@ -380,7 +397,8 @@ gw_args_vm_config (gw_args_t *args, gw_vm_config_t *cfg)
     if (args->disk_bytes)
         cfg->disk_bytes = args->disk_bytes;
     cfg->jail = (gw_jail_opts_t) { .mode = GW_JAIL_AUTO, .uid_base = args->jail_uid_base,
-                                   .cpus = args->cpus };
+                                   .cpus = args->cpus, .disk_bps = args->disk_bps,
+                                   .disk_iops = args->disk_iops };
     if (args->text [GW_OPT_JAIL])
         cfg->jail.mode = gw_jail_mode_parse (args->text [GW_OPT_JAIL]);
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -56,6 +57,67 @@ s_value (gw_cgroup_value_t *v, const char *ctl, const char *file, unsigned long 
         snprintf (v->value, sizeof v->value, "%llu", n);
 }
 
+//  The disks' throughput and IOPS, each direction: one io.max line (v2),
+//  or the four blkio.throttle files (v1).
+static size_t
+s_io_values (const gw_cgroup_limits_t *lim, bool v2, gw_cgroup_value_t *out)
+{
+    if (!lim->io_dev [0] || (!lim->io_bps && !lim->io_iops))
+        return 0;
+    if (v2) {
+        char bps [64] = "", iops [64] = "";
+        if (lim->io_bps)
+            snprintf (bps, sizeof bps, " rbps=%llu wbps=%llu", (unsigned long long) lim->io_bps,
+                      (unsigned long long) lim->io_bps);
+        if (lim->io_iops)
+            snprintf (iops, sizeof iops, " riops=%llu wiops=%llu",
+                      (unsigned long long) lim->io_iops, (unsigned long long) lim->io_iops);
+        *out = (gw_cgroup_value_t) { .controller = "", .file = "io.max" };
+        snprintf (out->value, sizeof out->value, "%s%s%s", lim->io_dev, bps, iops);
+        return 1;
+    }
+    const char *files [4] = { "blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device",
+                              "blkio.throttle.read_iops_device",
+                              "blkio.throttle.write_iops_device" };
+    size_t n = 0;
+    for (int i = 0; i < 4; i++) {
+        uint64_t v = i < 2 ? lim->io_bps : lim->io_iops;
+        if (!v)
+            continue;
+        out [n] = (gw_cgroup_value_t) { .controller = "blkio", .file = files [i] };
+        snprintf (out [n++].value, sizeof out->value, "%s %llu", lim->io_dev,
+                  (unsigned long long) v);
+    }
+    return n;
+}
+
+int
+gw_cgroup_block_device (const char *path, char *out, size_t cap)
+{
+    assert (path && out);
+    struct stat st;
+    char sys [96], part [128];
+    if (stat (path, &st) < 0)
+        return -errno;
+    unsigned maj = major (st.st_dev), min = minor (st.st_dev);
+    snprintf (sys, sizeof sys, "/sys/dev/block/%u:%u", maj, min);
+    if (maj == 0 || access (sys, F_OK) < 0)
+        return -ENODEV;                         //  no block device below it
+    snprintf (part, sizeof part, "%s/partition", sys);
+    if (access (part, F_OK) == 0) {             //  a partition: its disk's dev
+        char dev [32] = "";
+        snprintf (part, sizeof part, "%s/../dev", sys);
+        int fd = open (part, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read (fd, dev, sizeof dev - 1) : -1;
+        if (fd >= 0)
+            close (fd);
+        if (n <= 0 || sscanf (dev, "%u:%u", &maj, &min) != 2)
+            return -ENODEV;
+    }
+    int n = snprintf (out, cap, "%u:%u", maj, min);
+    return n < 0 || (size_t) n >= cap ? -ENAMETOOLONG : 0;
+}
+
 size_t
 gw_cgroup_values (const gw_cgroup_limits_t *lim, int version, gw_cgroup_value_t *out)
 {
@@ -80,7 +142,7 @@ gw_cgroup_values (const gw_cgroup_limits_t *lim, int version, gw_cgroup_value_t 
         s_value (&out [n++], "cpu", "cpu.cfs_period_us", 100000, 0);
         s_value (&out [n++], "cpu", "cpu.cfs_quota_us", quota, 0);
     }
-    return n;
+    return n + s_io_values (lim, v2, out + n);
 }
 
 uint64_t

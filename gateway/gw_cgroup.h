@@ -28,7 +28,13 @@ typedef struct {
     unsigned pids;                              //  pids.max; 0: none
     unsigned cpu_weight;                        //  cpu.weight 1..10000 (v1: shares); 0: none
     double cpus;                                //  cpu.max in CPUs; 0: none
+    char io_dev [24];                           //  "MAJ:MIN" of the disks' block device; "": none
+    uint64_t io_bps, io_iops;                   //  io.max per direction; 0: none
 } gw_cgroup_limits_t;
+
+//  The whole disk ("MAJ:MIN") under the filesystem of path, for io.max: a
+//  partition's parent. -ENODEV when it has none (tmpfs, overlay, NFS).
+int gw_cgroup_block_device (const char *path, char *out, size_t cap);
 
 //  The memory a VM's QEMU may use: guest RAM plus QEMU's own (256 MiB),
 //  plus under TCG its translation cache (QEMU 7.2: 1 GiB, at most 1/8 of
@@ -39,12 +45,12 @@ uint64_t gw_cgroup_vm_memory (unsigned mem_mib, bool tcg, uint64_t host_bytes);
 typedef struct {
     const char *controller;
     const char *file;
-    char value [64];
+    char value [128];
 } gw_cgroup_value_t;
 
 //  The files and values lim gives for cgroup version 1 or 2, into out (at
 //  least GW_CGROUP_VALUES_MAX). Returns how many.
-#define GW_CGROUP_VALUES_MAX 8
+#define GW_CGROUP_VALUES_MAX 12
 size_t gw_cgroup_values (const gw_cgroup_limits_t *lim, int version, gw_cgroup_value_t *out);
 
 //  The number after key on its own line of text ("oom_kill 3"), 0 when absent.

@@ -45,6 +45,7 @@ struct _gw_jail_t {
     unsigned mem_mib;
     char *env [3];                              //  QEMU's whole environment
     char *template_ram;                         //  a template's RAM, the VM's group's
+    gw_jail_opts_t opts;                        //  its vet hook and file group
 };
 
 int
@@ -180,19 +181,47 @@ s_choose_uid (gw_jail_t *self, const gw_jail_opts_t *opts)
 //  ==========================================================================
 //  What the VM opens: visible in its root, and (as root) readable by its uid.
 
+static int
+s_vet (const gw_jail_t *self, const char *path, const struct stat *st, gw_jail_vet_t how)
+{
+    return self->opts.vet ? self->opts.vet (self->opts.vet_arg, path, st, how) : 0;
+}
+
 //  Readable by others too (writable only when write): the file sits under
 //  a 0700 directory of ours, so only a jail that mounts it gains the right.
+//  Changed through a descriptor, after vet saw what it names.
 static int
-s_let_read (const char *path, bool write)
+s_let_read (const gw_jail_t *self, const char *path, bool write)
 {
     struct stat st;
-    if (stat (path, &st) < 0)
-        return -errno;
-    mode_t mode = ((st.st_mode & 07777) | S_IROTH | (write ? S_IWOTH : 0))
-                & (write ? 07777 : ~(mode_t) S_IWOTH);
-    if (S_ISREG (st.st_mode) && mode != (st.st_mode & 07777) && chmod (path, mode) < 0)
-        return -errno;
-    return 0;
+    int rc = s_vet (self, path, NULL, GW_JAIL_VET_READ);
+    int fd = rc < 0 ? -1 : open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (rc == 0 && (fd < 0 || fstat (fd, &st) < 0))
+        rc = -errno;
+    mode_t mode = rc < 0 ? 0 : ((st.st_mode & 07777) | S_IROTH | (write ? S_IWOTH : 0))
+                             & (write ? 07777 : ~(mode_t) S_IWOTH);
+    if (rc == 0 && S_ISREG (st.st_mode) && mode != (st.st_mode & 07777)
+    &&  (rc = s_vet (self, path, &st, GW_JAIL_VET_CHMOD)) == 0 && fchmod (fd, mode) < 0)
+        rc = -errno;
+    if (fd >= 0)
+        close (fd);
+    return rc;
+}
+
+//  One file for the VM's group, mode mode: through a descriptor, vetted.
+static int
+s_give (const gw_jail_t *self, const char *path, int flags, mode_t mode)
+{
+    struct stat st;
+    int rc = 0, fd = open (path, flags | O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || fstat (fd, &st) < 0)
+        rc = -errno;
+    if (rc == 0 && (rc = s_vet (self, path, &st, GW_JAIL_VET_OWN)) == 0
+    &&  (fchown (fd, (uid_t) -1, self->gid) < 0 || fchmod (fd, mode) < 0))
+        rc = -errno;
+    if (fd >= 0)
+        close (fd);
+    return rc;
 }
 
 //  The run dir and the top layer: group-writable for the VM's gid; the
@@ -202,10 +231,8 @@ s_grant_run_dir (gw_jail_t *self, const gw_jail_vm_t *vm)
 {
     char top [PATH_MAX];
     snprintf (top, sizeof top, "%s/%s", vm->run_dir, vm->disk);
-    if (chown (vm->run_dir, (uid_t) -1, self->gid) < 0 || chmod (vm->run_dir, 01770) < 0
-    ||  chown (top, (uid_t) -1, self->gid) < 0 || chmod (top, 0660) < 0)
-        return -errno;
-    return 0;
+    int rc = s_give (self, vm->run_dir, O_DIRECTORY, 01770);
+    return rc < 0 ? rc : s_give (self, top, 0, 0660);
 }
 
 //  The preload shim beside this executable, or NULL (jailshim.c).
@@ -248,9 +275,12 @@ s_plan_mem (gw_jail_t *self, const gw_jail_vm_t *vm)
     int rc = 0, fd = -1;
     bool root = self->kind == S_ROOT;
     if (vm->mem_share) {
+        struct stat st;
         fd = root ? open (vm->mem_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0660) : -2;
-        if (fd == -1 || (fd >= 0 && (fchown (fd, (uid_t) -1, self->gid) < 0
-                                  || fchmod (fd, 0660) < 0)))
+        if (fd == -1 || (fd >= 0 && fstat (fd, &st) < 0))
+            rc = -errno;
+        if (rc == 0 && fd >= 0 && (rc = s_vet (self, vm->mem_path, &st, GW_JAIL_VET_OWN)) == 0
+        &&  (fchown (fd, (uid_t) -1, self->gid) < 0 || fchmod (fd, 0660) < 0))
             rc = -errno;
         if (fd >= 0)
             close (fd);
@@ -264,7 +294,7 @@ s_plan_mem (gw_jail_t *self, const gw_jail_vm_t *vm)
         self->env [1] = s_env ("CELLVM_JAIL_RO_RAM", vm->mem_path);
     }
     if (rc == 0 && root)
-        rc = s_let_read (vm->mem_path, !shim);
+        rc = s_let_read (self, vm->mem_path, !shim);
     return rc < 0 ? rc : gw_jail_mount_add (self->mounts, vm->mem_path, false, shim != NULL);
 }
 
@@ -289,7 +319,7 @@ s_plan_chain (gw_jail_t *self, const gw_jail_vm_t *vm)
             return -ENAMETOOLONG;
         memcpy (path, next, strlen (next) + 1);
         if ((rc = gw_jail_mount_add (self->mounts, path, false, true)) < 0
-        ||  (self->kind == S_ROOT && (rc = s_let_read (path, false)) < 0))
+        ||  (self->kind == S_ROOT && (rc = s_let_read (self, path, false)) < 0))
             return rc;
     }
     return -ELOOP;
@@ -367,7 +397,7 @@ s_plan (gw_jail_t *self, const gw_jail_vm_t *vm, char *err, size_t errlen)
     for (size_t i = 0; rc == 0 && i < 3; i++)
         if ((rc = gw_jail_mount_add (self->mounts, what = vm->files [i], false, true)) == 0
         &&  self->kind == S_ROOT)
-            rc = s_let_read (vm->files [i], false);
+            rc = s_let_read (self, vm->files [i], false);
     if (rc == 0 && vm->mem_path && (rc = s_plan_mem (self, vm)) < 0)
         what = vm->mem_path;
     if (rc == 0 && (rc = s_plan_chain (self, vm)) < 0)
@@ -382,6 +412,26 @@ s_plan (gw_jail_t *self, const gw_jail_vm_t *vm, char *err, size_t errlen)
 //  ==========================================================================
 //  The jail of one VM.
 
+//  --disk-bps, --disk-iops: on the block device under the run dir, where
+//  there is one (said once otherwise).
+static void
+s_io_limits (gw_cgroup_limits_t *lim, const gw_jail_opts_t *opts, const gw_jail_vm_t *vm)
+{
+    static bool logged;
+    if (!opts->disk_bps && !opts->disk_iops)
+        return;
+    int rc = gw_cgroup_block_device (vm->run_dir, lim->io_dev, sizeof lim->io_dev);
+    lim->io_bps = opts->disk_bps;
+    lim->io_iops = opts->disk_iops;
+    if (rc < 0 && !logged)
+        gw_log (GW_LOG_WARN, "vm.no_io_limit", "run_dir=%s reason=\"%s\"", vm->run_dir,
+                rc == -ENODEV ? "its filesystem has no block device to limit (tmpfs, overlay "
+                "or network)" : strerror (-rc));
+    logged = logged || rc < 0;
+    if (rc < 0)
+        lim->io_dev [0] = '\0';
+}
+
 static void
 s_cgroup (gw_jail_t *self, const gw_jail_opts_t *opts, const gw_jail_vm_t *vm)
 {
@@ -393,6 +443,7 @@ s_cgroup (gw_jail_t *self, const gw_jail_opts_t *opts, const gw_jail_vm_t *vm)
         .pids = GW_JAIL_PIDS_MAX, .cpu_weight = 100, .cpus = opts->cpus
     };
     char err [200] = "";
+    s_io_limits (&lim, opts, vm);
     self->cgroup = gw_cgroup_new (&lim, err, sizeof err);
     if (self->cgroup)
         gw_cgroup_procs_fds (self->cgroup, self->procs);
@@ -427,12 +478,14 @@ gw_jail_new (const gw_jail_opts_t *opts, const gw_jail_vm_t *vm, int *rc_p, char
     if (!self)
         abort ();
     *self = (gw_jail_t) { .kind = kind, .slot_fd = -1, .go = { -1, -1 },
-                          .last_cap = s_last_cap (), .mem_mib = vm->mem_mib };
+                          .last_cap = s_last_cap (), .mem_mib = vm->mem_mib,
+                          .opts = *opts };
     for (int i = 0; i < GW_CGROUP_PROCS_MAX; i++)
         self->procs [i] = -1;
     char root [PATH_MAX];
     snprintf (root, sizeof root, "%s/" S_ROOT_DIR, vm->run_dir);
-    if ((mkdir (root, 0700) < 0 && errno != EEXIST) || pipe2 (self->go, O_CLOEXEC) < 0) {
+    if ((mkdir (root, 0700) < 0 && errno != EEXIST) || pipe2 (self->go, O_CLOEXEC) < 0
+    ||  (opts->file_uid && lchown (root, opts->file_uid, opts->file_gid) < 0)) {
         *rc_p = -errno;
         snprintf (err, errlen, "jail: %s: %s", root, strerror (errno));
         goto fail;
@@ -459,7 +512,8 @@ gw_jail_destroy (gw_jail_t **self_p)
     gw_jail_mount_destroy (&self->mounts);
     //  A built template's RAM is the gateway's again: a later VM with this
     //  gid must not write what every clone maps.
-    if (self->template_ram && (chown (self->template_ram, (uid_t) -1, getegid ()) < 0
+    if (self->template_ram && (chown (self->template_ram, (uid_t) -1, self->opts.file_gid
+                                                             ? self->opts.file_gid : getegid ()) < 0
                            ||  chmod (self->template_ram, 0644) < 0) && errno != ENOENT)
         gw_log (GW_LOG_WARN, "vm.jail_ram_left", "path=%s reason=\"%s\"", self->template_ram,
                 strerror (errno));

@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #define GW_JAIL_UID_BASE 64000u                 //  default range: 64000..65023
@@ -31,10 +32,23 @@
 
 typedef enum { GW_JAIL_OFF, GW_JAIL_AUTO, GW_JAIL_ON } gw_jail_mode_t;
 
+//  What a vet hook is asked about a path: exposed read-only in the jail,
+//  made readable by others, or given to the VM's group (gw_privd).
+typedef enum { GW_JAIL_VET_READ, GW_JAIL_VET_CHMOD, GW_JAIL_VET_OWN } gw_jail_vet_t;
+
 typedef struct {
     int mode;                                   //  gw_jail_mode_t
     unsigned uid_base;                          //  first uid of the range; 0: the default
     double cpus;                                //  cgroup cpu.max in CPUs; 0: none
+    unsigned long long disk_bps, disk_iops;     //  cgroup io.max per direction; 0: none
+    //  Set by a privileged helper that jails for an unprivileged gateway:
+    //  every path this jail exposes or changes is shown to vet first, and
+    //  one it refuses (-errno) fails the jail. A file to change comes with
+    //  the stat of the descriptor it is then changed through (NULL for READ).
+    int (*vet) (void *arg, const char *path, const struct stat *st, gw_jail_vet_t how);
+    void *vet_arg;
+    unsigned file_uid, file_gid;                //  owner of what the jail makes in the run dir,
+                                                //  and of a built template's RAM after; 0: ours
 } gw_jail_opts_t;
 
 //  "auto", "on", "off" to a gw_jail_mode_t; -EINVAL otherwise.

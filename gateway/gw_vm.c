@@ -7,6 +7,7 @@
 #include "gw_vm.h"
 #include "gw_chain.h"
 #include "gw_log.h"
+#include "gw_priv.h"
 #include "gw_rundir.h"
 #include "gw_vmargv.h"
 #include "gw_vmspawn.h"
@@ -15,6 +16,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -48,7 +50,11 @@ struct _gw_vm_t {
     pid_t pid;                                  //  QEMU, and its process group; 0 = none
     bool started;                               //  gw_vm_start succeeded
     int64_t started_ms;                         //  monotonic time of the spawn
-    gw_jail_t *jail;                            //  QEMU's jail, NULL: unjailed
+    gw_jail_t *jail;                            //  QEMU's jail, NULL: unjailed or the helper's
+    gw_priv_t *priv;                            //  the privileged helper that started QEMU
+    int pidfd;                                  //  ... and QEMU's pidfd then, else -1
+    gw_priv_jail_t priv_jail;                   //  ... and what it said of the jail
+    gw_jail_vm_t priv_vm;                       //  ... and what it was asked to jail
     char death [256];                           //  why QEMU died, when the jail knows
 };
 
@@ -213,6 +219,8 @@ gw_vm_new (const gw_vm_config_t *cfg, char *err, size_t errlen)
     if (!self)
         abort ();
     self->cfg = *cfg;
+    self->pidfd = -1;
+    self->priv = gw_priv ();                    //  NULL unless this gateway dropped to --user
     for (int i = 0; i < S_NSTR; i++)
         s_set (self, i, s_strdup (*s_field (&self->cfg, i)));
     if (s_resolve (self, err, errlen) < 0 || s_choose_accel (self, err, errlen) < 0)
@@ -226,6 +234,13 @@ gw_vm_new (const gw_vm_config_t *cfg, char *err, size_t errlen)
 fail:
     gw_vm_destroy (&self);
     return NULL;
+}
+
+char *
+gw_vm_which (const char *name)
+{
+    assert (name);
+    return s_which (name);
 }
 
 //  ==========================================================================
@@ -427,8 +442,22 @@ s_jail_new (gw_vm_t *self, char *err, size_t errlen)
                         .mem_path = c->mem_path, .mem_share = c->mem_share,
                         .kvm = c->accel == GW_ACCEL_KVM, .mem_mib = c->mem_mib };
     int rc = 0;
-    self->jail = gw_jail_new (&c->jail, &vm, &rc, err, errlen);
-    return rc;
+    if (!self->priv) {
+        self->jail = gw_jail_new (&c->jail, &vm, &rc, err, errlen);
+        return rc;
+    }
+    //  The helper jails it: a template's RAM file must be ours before it
+    //  hands it to the VM's group.
+    int fd = vm.mem_share ? open (vm.mem_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)
+                          : -2;
+    if (fd == -1) {
+        snprintf (err, errlen, "vm: cannot create %s: %s", vm.mem_path, strerror (errno));
+        return -errno;
+    }
+    if (fd >= 0)
+        close (fd);
+    self->priv_vm = vm;
+    return 0;
 }
 
 //  ms: the disk, the jail's preparation, and clone to exec.
@@ -439,11 +468,14 @@ s_log_spawned (gw_vm_t *self, const int64_t t [3])
     snprintf (pid_text, sizeof pid_text, "%d\n", (int) self->pid);
     gw_rundir_write (self->dir, "qemu.pid", pid_text);  //  for the sweeper
     gw_jail_t *j = self->jail;
+    const gw_priv_jail_t *pj = &self->priv_jail;
+    const char *cgroup = self->priv ? pj->cgroup : j ? gw_jail_cgroup (j) : NULL;
     gw_log (GW_LOG_INFO, "vm.spawned", "pid=%d accel=%s mem_mib=%u vcpus=%u jail=%s uid=%u "
             "cgroup=%s disk_ms=%lld jail_ms=%lld spawn_ms=%lld dir=%s", (int) self->pid,
             gw_accel_name (self->cfg.accel), self->cfg.mem_mib, self->cfg.vcpus,
-            j ? gw_jail_kind (j) : "none", j ? gw_jail_uid (j) : (unsigned) geteuid (),
-            j && gw_jail_cgroup (j) ? gw_jail_cgroup (j) : "none", (long long) (t [1] - t [0]),
+            self->priv ? pj->kind : j ? gw_jail_kind (j) : "none",
+            self->priv ? pj->uid : j ? gw_jail_uid (j) : (unsigned) geteuid (),
+            cgroup && *cgroup ? cgroup : "none", (long long) (t [1] - t [0]),
             (long long) (t [2] - t [1]), (long long) (self->started_ms - t [2]),
             gw_rundir_path (self->dir));
 }
@@ -466,7 +498,9 @@ gw_vm_start (gw_vm_t *self, char *err, size_t errlen)
     sp.argv = self->argv;
     sp.jail = self->jail;
     err [0] = '\0';
-    rc = gw_vmspawn (&sp, &self->pid, err, errlen);
+    rc = self->priv ? gw_priv_spawn (self->priv, &self->priv_vm, &sp, &self->pid, &self->pidfd,
+                                     &self->priv_jail, err, errlen)
+                    : gw_vmspawn (&sp, &self->pid, err, errlen);
     if (rc < 0) {
         char why [400];
         snprintf (why, sizeof why, "%s", err [0] ? err : strerror (-rc));
@@ -486,8 +520,12 @@ fail:
 
 //  True once QEMU has exited; it stays a zombie for gw_vm_reap (WNOWAIT).
 static bool
-s_has_exited (pid_t pid)
+s_has_exited (gw_vm_t *self, pid_t pid)
 {
+    if (self->pidfd >= 0) {                     //  the helper's child: its pidfd tells
+        struct pollfd pf = { self->pidfd, POLLIN, 0 };
+        return poll (&pf, 1, 0) == 1;
+    }
     siginfo_t si;
     memset (&si, 0, sizeof si);
     return waitid (P_PID, (id_t) pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
@@ -523,7 +561,7 @@ gw_vm_connect_port (gw_vm_t *self, const char *name, int *fd_p)
         return -EINVAL;
     if (!self->started)
         return -ECHILD;
-    if (!self->pid || s_has_exited (self->pid))
+    if (!self->pid || s_has_exited (self, self->pid))
         return -ESRCH;
     char path [PATH_MAX];
     gw_rundir_file (self->dir, file, path, sizeof path);
@@ -567,6 +605,8 @@ gw_vm_kill (gw_vm_t *self)
     assert (self);
     if (!self->pid)
         return -ESRCH;
+    if (self->priv)
+        return gw_priv_kill (self->priv, self->pid);
     if (killpg (self->pid, SIGKILL) < 0 && kill (self->pid, SIGKILL) < 0)
         return -errno;
     return 0;
@@ -584,6 +624,24 @@ s_log_exit (gw_vm_t *self, int status)
             (long long) (zclock_mono () - self->started_ms));
 }
 
+//  The helper's child: it reaps it and tells why it died.
+static int
+s_reap_priv (gw_vm_t *self, bool block, int *wstatus)
+{
+    int status = 0;
+    if (gw_priv_reap (self->priv, self->pid, block, &status, self->death,
+                      sizeof self->death) == -EAGAIN)
+        return -EAGAIN;
+    s_log_exit (self, status);
+    self->pid = 0;
+    if (self->pidfd >= 0)
+        close (self->pidfd);
+    self->pidfd = -1;
+    if (wstatus)
+        *wstatus = status;
+    return 0;
+}
+
 int
 gw_vm_reap (gw_vm_t *self, int *wstatus)
 {
@@ -591,6 +649,8 @@ gw_vm_reap (gw_vm_t *self, int *wstatus)
     if (!self->pid)
         return -ECHILD;
     int status = 0;
+    if (self->priv)
+        return s_reap_priv (self, false, wstatus);
     pid_t r = waitpid (self->pid, &status, WNOHANG);
     if (r == 0 || (r < 0 && errno == EINTR))
         return -EAGAIN;
@@ -620,10 +680,16 @@ gw_vm_destroy (gw_vm_t **self_p)
     if (self->pid) {
         gw_vm_kill (self);
         int status = 0;
-        while (waitpid (self->pid, &status, 0) < 0 && errno == EINTR)
-            ;
-        s_log_exit (self, status);
+        if (self->priv)
+            s_reap_priv (self, true, NULL);
+        else {
+            while (waitpid (self->pid, &status, 0) < 0 && errno == EINTR)
+                ;
+            s_log_exit (self, status);
+        }
     }
+    if (self->pidfd >= 0)
+        close (self->pidfd);
     gw_jail_destroy (&self->jail);
     gw_rundir_destroy (&self->dir);
     gw_vmargv_destroy (&self->argv);

@@ -136,4 +136,8 @@ const char *gw_vm_console_log (gw_vm_t *self);
 gw_accel_t gw_vm_accel (gw_vm_t *self);
 const char *gw_vm_accel_reason (gw_vm_t *self);
 
+//  The full path execv would run for name (as PATH finds it), or NULL;
+//  the caller frees it.
+char *gw_vm_which (const char *name);
+
 #endif

@@ -8,6 +8,7 @@
 */
 #include "gw_watch.h"
 #include "gw_log.h"
+#include "gw_priv.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -232,10 +233,8 @@ gw_watch_tick (gw_watch_t *self, int64_t now, bool can_ping, char *why, size_t w
 //  ---------------------------------------------------------------------------
 //  The console
 
-//  QEMU's descriptor of the file at path: 0 and *fd_p (ours, O_APPEND set
-//  on the description both share), or -errno.
-static int
-s_borrow (int pid, const char *path, int *fd_p)
+int
+gw_watch_borrow (int pid, const char *path, int *fd_p)
 {
     struct stat want, st;
     if (lstat (path, &want) < 0 || !S_ISREG (want.st_mode))
@@ -269,7 +268,9 @@ s_borrow (int pid, const char *path, int *fd_p)
 static void
 s_try_borrow (gw_watch_t *self)
 {
-    int rc = s_borrow (self->pid, self->console, &self->con_fd);
+    gw_priv_t *priv = gw_priv ();             //  a service user cannot reach QEMU's fds
+    int rc = priv ? gw_priv_console (priv, self->pid, self->console, &self->con_fd)
+                  : gw_watch_borrow (self->pid, self->console, &self->con_fd);
     if (rc == 0) {
         fcntl (self->con_fd, F_SETFD, FD_CLOEXEC);
         return;

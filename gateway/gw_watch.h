@@ -75,4 +75,9 @@ int gw_watch_unasked (gw_watch_t *self, const char *what, bool quiet, char *why,
 //  Check the console now (the cap, the flood): GW_WATCH_OK or GW_WATCH_DEAD.
 int gw_watch_console (gw_watch_t *self, int64_t now, char *why, size_t whylen);
 
+//  QEMU's descriptor of the file at path: 0 and *fd_p (ours, O_APPEND set
+//  on the description both share), or -errno. Needs the right to ptrace
+//  pid: a gateway running as a service user asks its helper (gw_priv).
+int gw_watch_borrow (int pid, const char *path, int *fd_p);
+
 #endif

@@ -21,6 +21,8 @@
 #include "gw_conn.h"
 #include "gw_listen.h"
 #include "gw_log.h"
+#include "gw_priv.h"
+#include "gw_vm.h"
 #include "gw_server.h"
 #include "gw_wire.h"
 #include "ch_frame.h"
@@ -259,6 +261,30 @@ s_tick (void *arg, gw_session_t *session)
     gw_persist_tick ((gw_persist_t *) arg, session);
 }
 
+//  --user: from here on this process is that user, and a root helper jails
+//  its VMs (gw_priv). Before any thread, after the root-only reads (the
+//  connection file).
+static int
+s_drop_privileges (const gw_args_t *args, char *err, size_t errlen)
+{
+    const char *user = args->text [GW_OPT_USER];
+    if (!user)
+        return 0;
+    const char *backend = args->text [GW_OPT_BACKEND];
+    if (backend && strcmp (backend, "microvm") != 0) {
+        snprintf (err, errlen, "--user is for --backend microvm (it separates QEMU's jail)");
+        return -EINVAL;
+    }
+    gw_vm_config_t cfg;
+    gw_args_vm_config ((gw_args_t *) args, &cfg);
+    const char *qemu = args->text [GW_OPT_QEMU] ? args->text [GW_OPT_QEMU] : cfg.qemu;
+    char *exe = gw_vm_which (qemu);             //  the helper's, for its life
+    int rc = gw_priv_drop (user, &cfg.jail, exe, err, errlen);
+    if (rc < 0)
+        free (exe);
+    return rc;
+}
+
 //  The gateway itself: one session, until it ends. The exit code.
 static int
 s_gateway (gw_args_t *args)
@@ -275,6 +301,7 @@ s_gateway (gw_args_t *args)
         snprintf (err, sizeof err, "--connection-file is required");
     if (!file || !(conn = gw_conn_load (file, err, sizeof err))
     ||  s_adopt_listen_fds (args, conn, err, sizeof err) < 0
+    ||  s_drop_privileges (args, err, sizeof err) < 0
     ||  !(persist = gw_persist_new (args, conn, file, err, sizeof err))
     ||  !(backend = s_make_backend (args, persist, err, sizeof err))
     ||  !(server = s_server (args, persist, &conn, &backend, signal_fd, err, sizeof err)))
@@ -316,6 +343,13 @@ main (int argc, char **argv)
         args.max_msg = GW_WIRE_MAX_DEFAULT;
     if (!args.max_frame)
         args.max_frame = CH_FRAME_MAX_DEFAULT;
+    char err [600];
+    bool other = gw_args_has (&args, GW_OPT_BUILD_TEMPLATE) || gw_args_has (&args,
+                 GW_OPT_POOL_DAEMON) || gw_args_has (&args, GW_OPT_SNAPSHOT_GC);
+    if (other && s_drop_privileges (&args, err, sizeof err) < 0) {
+        fprintf (stderr, "cellvm-gateway: %s\n", err);
+        return 1;
+    }
     if (gw_args_has (&args, GW_OPT_BUILD_TEMPLATE))
         return gw_cmd_build_main (&args);
     if (gw_args_has (&args, GW_OPT_POOL_DAEMON))

@@ -45,8 +45,10 @@ def _image_required():
 
 @pytest.fixture(scope="module")
 def pair():
-    """A jailed session (default options, plus --cpus) and a control with --jail off."""
-    jailed = Session("cellvm", extra_args=["--cpus", "0.9"], name="jailed")
+    """A jailed session (default options, plus --cpus and disk I/O limits) and a control with
+    --jail off."""
+    jailed = Session("cellvm", extra_args=["--cpus", "0.9", "--disk-bps", "50M",
+                                           "--disk-iops", "2000"], name="jailed")
     control = Session("cellvm", extra_args=["--jail", "off"], name="unjailed")
     try:
         for s in (jailed, control):
@@ -79,6 +81,17 @@ def cgroup_dir(pid, controller):
             base = pathlib.Path("/sys/fs/cgroup") / (controller if ctls else "")
             return base / path.lstrip("/")
     return None
+
+
+def whole_disk(path):
+    """MAJ:MIN of the whole disk under path's filesystem (a partition's parent), or None."""
+    st = os.stat(path)
+    sys_dir = pathlib.Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    if not sys_dir.exists():
+        return None
+    if (sys_dir / "partition").exists():
+        return (sys_dir.resolve().parent / "dev").read_text().strip()
+    return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
 
 
 def v2():
@@ -184,6 +197,19 @@ def test_qemu_has_a_cgroup_with_limits(pair):
         cpu = cgroup_dir(q, "cpu")
         assert (cpu / "cpu.shares").read_text().strip() == "1024"
         assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "90000"
+    disk = whole_disk(jailed.run_dir())
+    if disk is None:                                # the run dir is on no block device
+        assert "event=vm.no_io_limit" in jailed.log_text()
+    elif v2():
+        assert f"{disk} rbps=52428800 wbps=52428800 riops=2000 wiops=2000" in \
+            (cgroup_dir(q, "") / "io.max").read_text()
+    else:
+        blkio, control_blkio = cgroup_dir(q, "blkio"), cgroup_dir(cq, "blkio")
+        for f, v in (("read_bps", 52428800), ("write_bps", 52428800), ("read_iops", 2000),
+                     ("write_iops", 2000)):
+            name = f"blkio.throttle.{f}_device"
+            assert (blkio / name).read_text().split() == [disk, str(v)]
+            assert (control_blkio / name).read_text().strip() == ""
     host = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     tcg = "accel=tcg" in jailed.log_text()
     want = (512 + 256) * MIB + (min(1024 * MIB, host // 8) if tcg else 0)

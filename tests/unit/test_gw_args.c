@@ -75,6 +75,7 @@ s_sample (const fixture_t *f, gw_opt_id_t id)
         [GW_OPT_SNAPSHOT_MAX_AGE] = "604800", [GW_OPT_SNAPSHOT_MAX_BYTES] = "10G",
         [GW_OPT_JAIL] = "off", [GW_OPT_JAIL_UID_BASE] = "70000", [GW_OPT_CPUS] = "0.5",
         [GW_OPT_PROTOCOL] = "5.5", [GW_OPT_SHARE_CWD] = "", [GW_OPT_SHARE_MAX] = "64M",
+        [GW_OPT_USER] = "cellvm", [GW_OPT_DISK_BPS] = "50M", [GW_OPT_DISK_IOPS] = "2000",
     };
     return id == GW_OPT_IMAGE ? f->image2 : values [id];
 }
@@ -180,7 +181,8 @@ test_child_argv_round_trips_and_leaves_the_session_out (void **state)
     s_check_child (f, &args, GW_ARGS_BUILDER);
     s_check_child (f, &args, GW_ARGS_POOL);
     const gw_opt_id_t never [] = { GW_OPT_RUN_DIR, GW_OPT_CONNECTION_FILE, GW_OPT_LISTEN_FDS,
-                                   GW_OPT_BACKEND, GW_OPT_KERNEL, GW_OPT_NO_TEMPLATES };
+                                   GW_OPT_BACKEND, GW_OPT_KERNEL, GW_OPT_NO_TEMPLATES,
+                                   GW_OPT_USER };   //  children of a separated gateway are it
     for (size_t i = 0; i < sizeof never / sizeof never [0]; i++)
         assert_int_equal (gw_args_table () [never [i]].inherit, 0);
     //  Nothing given: the children still get the template dir, and only that.

@@ -90,6 +90,33 @@ test_gw_cgroup_values_v2 (void **state)
 }
 
 static void
+test_gw_cgroup_block_device_is_the_whole_disk_or_none (void **state)
+{
+    (void) state;
+    char dev [24];
+    //  /proc is no block device; /dev/shm (tmpfs) neither.
+    assert_int_equal (gw_cgroup_block_device ("/proc", dev, sizeof dev), -ENODEV);
+    assert_int_equal (gw_cgroup_block_device ("/dev/shm", dev, sizeof dev), -ENODEV);
+    assert_int_equal (gw_cgroup_block_device ("/no/such/path", dev, sizeof dev), -ENOENT);
+    struct stat st;
+    assert_int_equal (stat ("/var/tmp", &st), 0);
+    char sys [64], part [96];
+    snprintf (sys, sizeof sys, "/sys/dev/block/%u:%u", major (st.st_dev), minor (st.st_dev));
+    if (access (sys, F_OK) < 0)
+        skip ();                                //  /var/tmp on an overlay here
+    assert_int_equal (gw_cgroup_block_device ("/var/tmp", dev, sizeof dev), 0);
+    snprintf (part, sizeof part, "%s/partition", sys);
+    char want [24];
+    snprintf (want, sizeof want, "%u:%u", major (st.st_dev), minor (st.st_dev));
+    if (access (part, F_OK) == 0)               //  a partition: its disk is another device
+        assert_string_not_equal (dev, want);
+    else
+        assert_string_equal (dev, want);
+    snprintf (sys, sizeof sys, "/sys/dev/block/%s/partition", dev);
+    assert_int_not_equal (access (sys, F_OK), 0);   //  whatever it is, a whole disk
+}
+
+static void
 test_gw_cgroup_values_v1 (void **state)
 {
     (void) state;
@@ -103,6 +130,25 @@ test_gw_cgroup_values_v1 (void **state)
     assert_string_equal (s_find (v, n, "cpu", "cpu.shares"), "1024");
     assert_string_equal (s_find (v, n, "cpu", "cpu.cfs_period_us"), "100000");
     assert_string_equal (s_find (v, n, "cpu", "cpu.cfs_quota_us"), "25000");
+    //  Disk I/O: the four throttle files, on the device given.
+    gw_cgroup_limits_t io = { .io_dev = "254:0", .io_bps = 50 * MIB, .io_iops = 2000 };
+    n = gw_cgroup_values (&io, 1, v);
+    assert_int_equal (n, 4);
+    assert_string_equal (s_find (v, n, "blkio", "blkio.throttle.read_bps_device"),
+                         "254:0 52428800");
+    assert_string_equal (s_find (v, n, "blkio", "blkio.throttle.write_bps_device"),
+                         "254:0 52428800");
+    assert_string_equal (s_find (v, n, "blkio", "blkio.throttle.read_iops_device"), "254:0 2000");
+    assert_string_equal (s_find (v, n, "blkio", "blkio.throttle.write_iops_device"), "254:0 2000");
+    n = gw_cgroup_values (&io, 2, v);
+    assert_int_equal (n, 1);
+    assert_string_equal (s_find (v, n, "", "io.max"),
+                         "254:0 rbps=52428800 wbps=52428800 riops=2000 wiops=2000");
+    io.io_iops = 0;
+    n = gw_cgroup_values (&io, 2, v);
+    assert_string_equal (s_find (v, n, "", "io.max"), "254:0 rbps=52428800 wbps=52428800");
+    io.io_dev [0] = '\0';                       //  no device: no limit
+    assert_int_equal (gw_cgroup_values (&io, 1, v), 0);
     //  Nothing asked, nothing written.
     gw_cgroup_limits_t none = { 0 };
     assert_int_equal (gw_cgroup_values (&none, 1, v), 0);
@@ -284,6 +330,7 @@ main (void)
         cmocka_unit_test (test_gw_cgroup_vm_memory_is_ram_plus_overhead),
         cmocka_unit_test (test_gw_cgroup_values_v2),
         cmocka_unit_test (test_gw_cgroup_values_v1),
+        cmocka_unit_test (test_gw_cgroup_block_device_is_the_whole_disk_or_none),
         cmocka_unit_test (test_gw_cgroup_parse_key),
         S_TEST (test_gw_jail_mount_mirrors_paths_and_their_symlinks),
         S_TEST (test_gw_jail_mount_trees_cover_what_is_below),
