@@ -282,8 +282,15 @@ s_load_shell (kn_py_t *self, char *err, size_t errlen)
     self->comm = s_load_module ("cellvm_comm", "cellvm_comm.py", kn_pysrc_comm);
     if (self->comm)
         self->debug = s_load_module ("cellvm_debug", "cellvm_debug.py", kn_pysrc_debug);
-    if (self->comm && self->debug)
+    //  cellvm_shell imports cellvm_fast (its fast paths) and cellvm_warm (the template's
+    //  warm-up): loaded here, they are in sys.modules.
+    PyObject *fast = self->comm && self->debug
+                     ? s_load_module ("cellvm_fast", "cellvm_fast.py", kn_pysrc_fast) : NULL;
+    PyObject *warm = fast ? s_load_module ("cellvm_warm", "cellvm_warm.py", kn_pysrc_warm) : NULL;
+    if (warm)
         mod = s_load_module ("cellvm_shell", "cellvm_shell.py", kn_pysrc_shell);
+    Py_XDECREF (fast);
+    Py_XDECREF (warm);
     if (mod)
         cls = PyObject_GetAttrString (mod, "Kernel");
     if (cls)

@@ -5,5 +5,7 @@
 extern const char kn_pysrc_shell [];
 extern const char kn_pysrc_comm [];
 extern const char kn_pysrc_debug [];
+extern const char kn_pysrc_fast [];
+extern const char kn_pysrc_warm [];
 
 #endif

@@ -24,6 +24,8 @@ import traceback
 import _cellvm
 import cellvm_comm
 import cellvm_debug
+import cellvm_fast
+import cellvm_warm
 
 IMPLEMENTATION_VERSION = "0.1.0"
 
@@ -246,52 +248,6 @@ def _bounded(fn, seconds):
 # ----------------------------------------------------------------------------
 #  The IPython-backed shell.
 
-def _plain_format_calls():
-    """IPython's formatters' __call__ are wrapped by `decorator`, which binds every call's
-    arguments to the signature (inspect.Signature.bind): 12 calls per displayed value, ~8 ms
-    of a `1` cell under TCG. The same wrapper (IPython's catch_format_error, its own code
-    object) without the binding: the same results, errors and tracebacks."""
-    from IPython.core import formatters
-    caller = getattr(formatters.catch_format_error, "__wrapped__", None)
-    if caller is None:
-        return
-    for cls in list(vars(formatters).values()):
-        fn = cls.__dict__.get("__call__") if isinstance(cls, type) else None
-        inner = getattr(fn, "__wrapped__", None)
-        if inner is None or getattr(fn, "_cellvm_plain", False):
-            continue
-
-        def call(self, *args, _inner=inner, **kwargs):
-            if not args and "obj" in kwargs:     # what the binding did: obj is args[0]
-                args = (kwargs.pop("obj"),)
-            return caller(_inner, self, *args, **kwargs)
-        call.__name__, call.__qualname__, call.__doc__ = "__call__", fn.__qualname__, fn.__doc__
-        call.__wrapped__, call._cellvm_plain = inner, True
-        cls.__call__ = call
-
-
-#  Where IPython's static input transformations (prompts, indentation, magics, `!`,
-#  `?`, autocall escapes) could apply; else they give the cell back with a newline.
-_MAYBE_SPECIAL = None
-
-
-def _plain_transforms(manager):
-    """transform_cell without tokenizing a cell none of them could change: ~3 ms of every
-    cell under TCG. The same output on every cell (tests/integration/test_fastpath.py)."""
-    global _MAYBE_SPECIAL
-    import re
-    #  splitlines() also ends a line at \r, \v, \f, \x1c-\x1e, \x85, U+2028/9: slow path.
-    _MAYBE_SPECIAL = re.compile(r"[%!?\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]"
-                                r"|^[ \t]*([,;/]|>>>|\.\.\.|In \[)", re.M)
-    slow = manager.transform_cell
-
-    def transform_cell(cell):
-        if cell and not cell[0].isspace() and not _MAYBE_SPECIAL.search(cell):
-            return cell if cell.endswith("\n") else cell + "\n"
-        return slow(cell)
-    manager.transform_cell = transform_cell
-
-
 def _make_ipython_shell():
     from traitlets import Type
     from traitlets.config import Config
@@ -349,14 +305,16 @@ def _make_ipython_shell():
         def enable_gui(self, gui=None):
             pass
 
-    _plain_format_calls()
+    cellvm_fast._plain_format_calls()
     cfg = Config()
     cfg.HistoryManager.hist_file = ":memory:"
     cfg.InteractiveShell.colors = "Linux"
     cfg.InteractiveShell.xmode = "Context"
     shell = CellvmShell.instance(config=cfg)
     shell.set_hook("show_in_pager", page.as_hook(payloadpage.page), 99)
-    _plain_transforms(shell.input_transformer_manager)
+    cellvm_fast._plain_transforms(shell.input_transformer_manager)
+    cellvm_fast.plain_should_run_async(shell)
+    cellvm_fast.plain_format(shell.display_formatter)
     shell.events.register("post_execute", _inline_figures_first(shell))
     return shell
 
@@ -917,120 +875,11 @@ def _apply_ipython_options(shell, options):
 
 _KERNEL = None
 _ENV_APPLIED = False        # the hello's env went into os.environ (do_cellvm_reseed_request)
-WARM_UP_SECONDS = {}        # step -> seconds it took in the template
-WARM_UP_ERRORS = []         # "step: error" for each step that failed
-_W = "_cellvm_warm_"        # prefix of the names a step puts in the namespace, then removes
+WARM_UP_SECONDS = cellvm_warm.WARM_UP_SECONDS   # step -> seconds it took in the template
+WARM_UP_ERRORS = cellvm_warm.WARM_UP_ERRORS     # "step: error" for each step that failed
 
 
 def warm_up():
-    """Run once, by the template's silent warm-up cell (gateway/gw_template.c), so that
-    every clone starts with it done: the usual imports, and once each the code paths of a
-    user's first error, completion (jedi's parse of the builtins' stubs and of pandas'
-    DataFrame and Series sources: tens of seconds under TCG; IPython's own completer),
-    inspection (detail levels 0 and 1, and `?`), matplotlib inline chart (a PNG) and
-    DataFrame repr (HTML and text). The cell is silent, so nothing is published; nothing
-    is stored or counted, and the names a step adds go again. A step that fails is noted
-    in WARM_UP_ERRORS, and the others still run. Last gc.freeze(): what the template
-    made is never traversed by a collection again, which keeps its pages shared between
-    clones (a full collection writes to every object) and collections short."""
-    import gc
-    steps = [("imports", _warm_imports)]
+    """The template's warm-up (cellvm_warm.warm_up) on this kernel's backend."""
     backend = getattr(_KERNEL, "backend", None)
-    if isinstance(backend, IPythonBackend):
-        steps += [("error", _warm_error), ("complete", _warm_complete),
-                  ("inspect", _warm_inspect), ("chart", _warm_chart), ("repr", _warm_repr)]
-    for name, step in steps:
-        t = time.monotonic()
-        try:
-            step(backend)
-        except Exception as e:
-            WARM_UP_ERRORS.append("%s: %s: %s" % (name, type(e).__name__, e))
-        WARM_UP_SECONDS[name] = round(time.monotonic() - t, 3)
-    gc.collect()
-    gc.freeze()
-
-
-def _warm_imports(backend):
-    import base64, json, os, random, uuid  # noqa: F401,E401
-    import numpy, pandas  # noqa: F401,E401
-    import matplotlib, matplotlib.pyplot  # noqa: F401,E401
-    if isinstance(backend, IPythonBackend):
-        import IPython  # noqa: F401
-
-
-class _Scratch:
-    """Objects under _W names in the user's namespace for one step, removed after it."""
-
-    def __init__(self, backend, **objs):
-        self.ns, self.objs = backend.shell.user_ns, objs
-
-    def __enter__(self):
-        self.ns.update({_W + k: v for k, v in self.objs.items()})
-
-    def __exit__(self, *exc):
-        for k in self.objs:
-            self.ns.pop(_W + k, None)
-
-
-def _warm_frames():
-    import numpy as np
-    import pandas as pd
-    small = pd.DataFrame({"a": [1, 2, 3], "b": [0.5, 1.5, np.nan], "c": ["x", "y", None],
-                          "d": pd.date_range("2024-01-01", periods=3)})
-    big = pd.DataFrame(np.random.rand(200, 25))      # over max_rows and max_columns
-    return small, big
-
-
-def _warm_error(backend):
-    backend.shell.run_cell("1/0", store_history=False, silent=True)
-    backend.shell.last_error = None
-    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
-        if hasattr(sys, name):
-            delattr(sys, name)
-
-
-def _warm_complete(backend):
-    """IPython's own completer on the usual objects, and jedi on plain names only: jedi
-    on builtins costs ~14 s under TCG once, here; on pandas' DataFrame it would cost a
-    minute and ~60 MB of every template's RAM, so a session's first `df.` gets IPython's
-    answer when jedi overruns its budget (docs/kernel.md "Completion")."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-    import pandas as pd
-    small, big = _warm_frames()
-    with _Scratch(backend, df=big, s=small["a"], np=np, pd=pd, plt=plt):
-        for code in ("pri", "zi", "import o"):
-            backend.complete(code, len(code), budget=None)
-        for code in ("df.gro", "s.st", "np.ar", "pd.re", "plt.pl"):
-            code = _W + code
-            backend._completions(code, len(code), False, None)
-    backend.jedi_too_slow.clear()
-
-def _warm_inspect(backend):
-    small, big = _warm_frames()
-    with _Scratch(backend, df=big):
-        code = _W + "df.groupby"
-        for level in (0, 1):
-            backend.inspect(code, len(code), level, budget=None)
-        backend.inspect(code, len(code), 0)
-        backend._inspect_brief(code)
-        backend.inspect("len", 3, 0)
-        backend.shell.run_cell(code + "?", store_history=False, silent=True)
-        backend.shell.payload_manager.clear_payload()
-
-
-def _warm_chart(backend):
-    import matplotlib.pyplot as plt
-    lines = plt.plot([1, 2, 3])
-    backend.shell.display_formatter.format(lines)
-    backend.shell.events.trigger("post_execute")    # the inline backend's PNG, as a cell's
-    plt.close("all")
-
-
-def _warm_repr(backend):
-    fmt = backend.shell.display_formatter.format
-    fmt(1)      # the formatters' first use: 0.24 s on a clone's first `1`
-    for obj in _warm_frames():
-        fmt(obj)
-        fmt(obj.iloc[:, 0])
-
+    cellvm_warm.warm_up(backend, isinstance(backend, IPythonBackend))

@@ -1,9 +1,12 @@
 """The kernel's fast paths give what IPython gives (issue 11, item 3; docs/kernel.md "A cheaper cell").
 
-kernel/py/cellvm_shell.py cuts two costs of every cell under TCG:
+kernel/py/cellvm_fast.py cuts costs of every cell under TCG:
 - `_plain_transforms`: transform_cell returns a cell that none of IPython's static transformations
   could change without tokenizing it;
-- `_plain_format_calls`: the display formatters' __call__ without `decorator`'s argument binding.
+- `_plain_format_calls`: the display formatters' __call__ without `decorator`'s argument binding;
+- `plain_should_run_async`: no compile to look for a top-level await in a cell that has none;
+- `plain_format`: a builtin-typed value (`1`) asks text/plain alone when no other formatter could
+  answer for it.
 
 Both are checked here against IPython itself, on the host, with Debian's IPython (the guest's):
 a corpus of cells users write, then 30,000 random cells over an alphabet rich in the characters the
@@ -25,7 +28,7 @@ PROBE = textwrap.dedent(r'''
     stub.fence = lambda: None
     sys.modules["_cellvm"] = stub
     sys.path.insert(0, sys.argv[1])
-    import cellvm_shell as cs
+    import cellvm_fast as cs
     from IPython.core.inputtransformer2 import TransformerManager
 
     slow = TransformerManager()
@@ -97,7 +100,104 @@ PROBE = textwrap.dedent(r'''
     assert bad_after[1] == bad_before[1], (bad_before[1], bad_after[1])
     assert shell.display_formatter.formatters["text/plain"](obj=5) == "5"
     assert shell.display_formatter.formatters["text/html"](obj=Rich()) == "<b>r</b>"
-    print("ok", taken)
+
+    # should_run_async: the same answer, or the same exception, as IPython's compile.
+    slow_async = shell.should_run_async
+    cs.plain_should_run_async(shell)
+    fast_async = shell.should_run_async
+    cells = corpus[:2000] + ["await x", "x = await f()", "async def f(): pass", "[x async for x in y]",
+                             "async with a: pass", "return 1", "yield 1", "x = 1\x00", "'\ud800'",
+                             "-" * 400 + "1", "-" * 5000 + "1", "1" + "+1" * 3000, "f" + "(1)" * 600, "1" + "+1" * 100000,
+                             "x" + ".a" * 20000,
+                             "asyncio.run(main())", "x.await_me", "print('é')", "pass"]
+    async_taken = 0
+    for cell in cells:
+        outs = []
+        for fn in (slow_async, fast_async):
+            try:
+                outs.append(fn(cell, transformed_cell=cell))
+            except BaseException as e:      # RecursionError, ValueError: escape run_cell
+                outs.append(type(e))
+        assert outs[0] == outs[1], (cell[:80], outs)
+        async_taken += cs.plain_async_cell(cell)
+    assert slow_async("await x", transformed_cell="await x") is True
+    assert async_taken > 1000, async_taken
+
+    # format: the same bundles as IPython's, whatever was registered or replaced.
+    df = shell.display_formatter
+    calls = []
+    ipython_format = df.format
+    def counted(obj, include=None, exclude=None):
+        calls.append(obj)
+        return ipython_format(obj, include=include, exclude=exclude)
+    df.format = counted
+    cs.plain_format(df)
+    fast_format = df.format
+    import warnings
+    values = [1, -5, 2 ** 70, 2.5, float("nan"), 1j, True, None, "s", "x\x00", b"b",
+              bytearray(b"x"), [1, 2], (1,), {"a": 1}, {1, 2}, frozenset(), range(3), ...,
+              NotImplemented, list(range(200)), [Rich()], Rich(), NotImpl()]
+    def both(obj, **kw):
+        got = []
+        for fn in (fast_format, ipython_format):     # fast first: IPython's lookup moves
+            # a deferred printer to type_printers, which the fast path must not rely on
+            buf = io.StringIO()
+            with warnings.catch_warnings(record=True) as w, contextlib.redirect_stdout(buf):
+                warnings.simplefilter("always")
+                got.append((fn(obj, **kw), buf.getvalue(), [str(x.message) for x in w]))
+        assert got[0] == got[1], (obj, kw, got)
+    def check_all():
+        for v in values:
+            both(v)
+        both(1, include={"text/plain"})
+        both(1, include={"text/html"})
+        both([1], exclude={"text/plain"})
+    F_ = df.formatters
+    check_all()
+    del calls[:]
+    fast_format(1), fast_format("s"), fast_format([1, 2])
+    assert calls == [], calls          # the fast path answered these itself
+    class Custom(F.BaseFormatter):             # answers for anything, whatever it is given
+        format_type = "text/x-custom"
+        def __call__(self, obj):
+            return "custom"
+    custom = Custom(parent=df)
+    custom.type_printers, custom.deferred_printers, custom.singleton_printers
+    custom.print_method = "_repr_custom_"     # a name no builtin type has: only __call__ tells
+    def printer(o, *a, **k):
+        return "<i>%r</i>" % (o,)
+    configs = [
+        (lambda: F_["text/html"].for_type(int, printer), lambda: F_["text/html"].pop(int)),
+        (lambda: F_["text/markdown"].for_type_by_name("builtins", "str", printer),
+         lambda: F_["text/markdown"].type_printers.pop(str, None)
+         or F_["text/markdown"].deferred_printers.pop(("builtins", "str"), None)),
+        (lambda: F_["text/latex"].for_type(object, printer), lambda: F_["text/latex"].pop(object)),
+        (lambda: F_["application/json"].singleton_printers.__setitem__(id(values[0]), lambda o: {"v": o}),
+         lambda: F_["application/json"].singleton_printers.pop(id(values[0]))),
+        (lambda: setattr(F_["text/html"], "print_method", "__repr__"),
+         lambda: setattr(F_["text/html"], "print_method", "_repr_html_")),
+        (lambda: F_.__setitem__("text/x-custom", custom), lambda: F_.pop("text/x-custom")),
+        (lambda: df.mimebundle_formatter.for_type(dict, lambda o, include=None, exclude=None:
+                                                   {"text/x-d": "d"}),
+         lambda: df.mimebundle_formatter.pop(dict)),
+        (lambda: df.ipython_display_formatter.for_type(tuple, lambda o: print("shown", o)),
+         lambda: df.ipython_display_formatter.pop(tuple)),
+        (lambda: F_["text/plain"].for_type(int, lambda o, p, cycle: p.text("int!")),
+         lambda: F_["text/plain"].pop(int)),
+        (lambda: setattr(F_["text/html"], "enabled", False),
+         lambda: setattr(F_["text/html"], "enabled", True)),
+    ]
+    for do, undo in configs:
+        do()
+        try:
+            check_all()
+        finally:
+            undo()
+    check_all()
+    F_["text/html"].for_type(int, printer)
+    assert "text/html" in fast_format(1)[0], fast_format(1)     # the registration is seen
+    F_["text/html"].pop(int)
+    print("ok", taken, async_taken)
 ''')
 
 
