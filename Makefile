@@ -8,7 +8,7 @@ OPTIMIZATION ?= -O2
 SANITIZER ?=
 FUZZ_TIME ?= 60
 PYTHON := /usr/bin/python3
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=25
 
 ifeq ($(SANITIZER),)
   B ?= build

@@ -46,6 +46,7 @@ struct _gw_jail_t {
     char *env [3];                              //  QEMU's whole environment
     char *template_ram;                         //  a template's RAM, the VM's group's
     gw_jail_opts_t opts;                        //  its vet hook and file group
+    bool tool;                                  //  qemu-img: the gateway's uid, no cgroup
 };
 
 int
@@ -319,29 +320,32 @@ s_plan_chain (gw_jail_t *self, const gw_jail_vm_t *vm)
             return -ENAMETOOLONG;
         memcpy (path, next, strlen (next) + 1);
         if ((rc = gw_jail_mount_add (self->mounts, path, false, true)) < 0
-        ||  (self->kind == S_ROOT && (rc = s_let_read (self, path, false)) < 0))
+        ||  (self->kind == S_ROOT && !self->tool && (rc = s_let_read (self, path, false)) < 0))
             return rc;
     }
     return -ELOOP;
 }
 
 //  The shared libraries' directories and QEMU's data: the same for every
-//  VM of this process, so found once.
+//  VM of this process, so found once per binary (QEMU and qemu-img).
 static char **
-s_libs (const char *qemu)
+s_libs (const char *exe)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static char **libs;
-    static char exe [PATH_MAX];
+    static char **libs [2];
+    static char exes [2][PATH_MAX];
     pthread_mutex_lock (&lock);
-    if (!libs || strcmp (exe, qemu) != 0) {
-        //  Another QEMU in one process (never, in practice): the old list
+    int i = strcmp (exes [0], exe) == 0 ? 0 : strcmp (exes [1], exe) == 0 ? 1 : -1;
+    if (i < 0) {
+        //  A third binary in one process (never, in practice): the old list
         //  stays allocated, since another thread may still read it.
-        libs = gw_jail_mount_libs (qemu);
-        snprintf (exe, sizeof exe, "%s", qemu);
+        i = exes [0][0] ? 1 : 0;
+        libs [i] = gw_jail_mount_libs (exe);
+        snprintf (exes [i], sizeof exes [i], "%s", exe);
     }
+    char **found = libs [i];
     pthread_mutex_unlock (&lock);
-    return libs;
+    return found;
 }
 
 //  /dev/kvm: as root a node of its own for the VM's uid (which is not in
@@ -374,7 +378,8 @@ s_plan_system (gw_jail_t *self, const gw_jail_vm_t *vm)
     char *bin = strstr (share, "/bin/");
     if (bin)
         snprintf (bin, sizeof share - (size_t) (bin - share), "/share/qemu");
-    const char *data [] = { share, "/usr/share/qemu", "/usr/share/seabios" };
+    const char *data [] = { bin ? share : "/usr/share/qemu", "/usr/share/qemu",
+                            "/usr/share/seabios" };
     for (size_t i = 0; i < 3; i++)
         if (access (data [i], F_OK) == 0)
             gw_jail_mount_add (self->mounts, data [i], true, true);
@@ -465,11 +470,10 @@ s_last_cap (void)
     return last > 0 && last < 64 ? last : 63;
 }
 
-gw_jail_t *
-gw_jail_new (const gw_jail_opts_t *opts, const gw_jail_vm_t *vm, int *rc_p, char *err,
-             size_t errlen)
+//  The parts every jail has: its kind, its root's mount point, its go pipe.
+static gw_jail_t *
+s_alloc (const gw_jail_opts_t *opts, const char *run_dir, int *rc_p, char *err, size_t errlen)
 {
-    assert (opts && vm && rc_p && err);
     s_kind_t kind;
     *rc_p = s_kind (opts->mode, &kind, err, errlen);
     if (*rc_p < 0 || kind == S_NONE)
@@ -478,27 +482,64 @@ gw_jail_new (const gw_jail_opts_t *opts, const gw_jail_vm_t *vm, int *rc_p, char
     if (!self)
         abort ();
     *self = (gw_jail_t) { .kind = kind, .slot_fd = -1, .go = { -1, -1 },
-                          .last_cap = s_last_cap (), .mem_mib = vm->mem_mib,
-                          .opts = *opts };
+                          .last_cap = s_last_cap (), .opts = *opts };
     for (int i = 0; i < GW_CGROUP_PROCS_MAX; i++)
         self->procs [i] = -1;
     char root [PATH_MAX];
-    snprintf (root, sizeof root, "%s/" S_ROOT_DIR, vm->run_dir);
+    snprintf (root, sizeof root, "%s/" S_ROOT_DIR, run_dir);
     if ((mkdir (root, 0700) < 0 && errno != EEXIST) || pipe2 (self->go, O_CLOEXEC) < 0
     ||  (opts->file_uid && lchown (root, opts->file_uid, opts->file_gid) < 0)) {
         *rc_p = -errno;
         snprintf (err, errlen, "jail: %s: %s", root, strerror (errno));
-        goto fail;
+        gw_jail_destroy (&self);
+        return NULL;
     }
     self->mounts = gw_jail_mount_new (root);
+    return self;
+}
+
+gw_jail_t *
+gw_jail_new (const gw_jail_opts_t *opts, const gw_jail_vm_t *vm, int *rc_p, char *err,
+             size_t errlen)
+{
+    assert (opts && vm && rc_p && err);
+    gw_jail_t *self = s_alloc (opts, vm->run_dir, rc_p, err, errlen);
+    if (!self)
+        return NULL;
+    self->mem_mib = vm->mem_mib;
     s_choose_uid (self, opts);
     if ((*rc_p = s_plan (self, vm, err, errlen)) < 0)
-        goto fail;
-    s_cgroup (self, opts, vm);
+        gw_jail_destroy (&self);
+    else
+        s_cgroup (self, opts, vm);
     return self;
-fail:
-    gw_jail_destroy (&self);
-    return NULL;
+}
+
+gw_jail_t *
+gw_jail_tool_new (const gw_jail_opts_t *opts, const char *exe, const char *run_dir,
+                  const char *disk, const char *rw_dir, const char *ro, int *rc_p,
+                  char *err, size_t errlen)
+{
+    assert (opts && exe && run_dir && rc_p && err);
+    gw_jail_t *self = s_alloc (opts, run_dir, rc_p, err, errlen);
+    if (!self)
+        return NULL;
+    self->tool = true;
+    self->uid = (unsigned) geteuid ();          //  as root: root without capabilities
+    self->gid = (unsigned) getegid ();
+    gw_jail_vm_t vm = { .qemu = exe, .run_dir = run_dir, .disk = disk };
+    int rc = s_plan_system (self, &vm);
+    if (rc == 0 && rw_dir)
+        rc = gw_jail_mount_add (self->mounts, rw_dir, true, false);
+    if (rc == 0 && ro)
+        rc = gw_jail_mount_add (self->mounts, ro, false, true);
+    if (rc == 0 && disk)
+        rc = s_plan_chain (self, &vm);
+    if ((*rc_p = rc) < 0) {
+        snprintf (err, errlen, "jail: %s's files: %s", exe, strerror (-rc));
+        gw_jail_destroy (&self);
+    }
+    return self;
 }
 
 void

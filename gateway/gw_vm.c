@@ -257,6 +257,33 @@ s_fsize_limit (const gw_vm_config_t *cfg)
     return (rlim_t) (disk > ram ? disk : ram);
 }
 
+//  Run sp->argv (qemu-img) to its end, in a tool jail (gw_jail_tool_new)
+//  unless jails are off or this gateway is a service user (then it runs as
+//  that user); its wait status. 0 or -errno.
+static int
+s_run_tool (const gw_jail_opts_t *opts, gw_vmspawn_t *sp, const char *dir, const char *disk,
+            const char *rw_dir, const char *ro, int *status)
+{
+    char why [300] = "";
+    int rc = 0;
+    pid_t pid = 0;
+    gw_jail_t *jail = gw_priv () ? NULL : gw_jail_tool_new (opts, sp->argv [0], dir, disk,
+                                                           rw_dir, ro, &rc, why, sizeof why);
+    sp->jail = jail;
+    if (rc == 0)
+        rc = gw_vmspawn (sp, &pid, why, sizeof why);
+    while (rc == 0 && waitpid (pid, status, 0) < 0)
+        if (errno != EINTR) {
+            rc = -errno;
+            break;
+        }
+    if (why [0])
+        gw_log (GW_LOG_WARN, "vm.tool_failed", "exe=%s reason=\"%s\"", sp->argv [0], why);
+    gw_jail_destroy (&jail);
+    sp->jail = NULL;
+    return rc;
+}
+
 //  qemu-img create -q -f qcow2 [-u] [-b backing -F qcow2] path SIZE
 static int
 s_qemu_img (gw_vm_t *self, gw_vmspawn_t *sp, const char *path, const char *backing, bool unsafe,
@@ -277,15 +304,16 @@ s_qemu_img (gw_vm_t *self, gw_vmspawn_t *sp, const char *path, const char *backi
     argv [n++] = (char *) path;
     argv [n++] = size;
     sp->argv = argv;
-    pid_t pid = 0;
     int64_t t0 = zclock_mono ();
-    char why [64];
-    int status = 0, rc = gw_vmspawn (sp, &pid, why, sizeof why);
-    while (rc == 0 && waitpid (pid, &status, 0) < 0)
-        if (errno != EINTR) {
-            rc = -errno;
-            break;
-        }
+    char where [PATH_MAX];                      //  a template's layer is made outside the run dir
+    snprintf (where, sizeof where, "%s", path);
+    char *slash = strrchr (where, '/');
+    if (slash)
+        *slash = '\0';
+    const char *rw = slash && strcmp (where, gw_rundir_path (self->dir)) != 0 ? where : NULL;
+    int status = 0, rc = s_run_tool (&self->cfg.jail, sp, gw_rundir_path (self->dir), NULL, rw,
+                                     backing && backing [0] == '/' && !unsafe ? backing : NULL,
+                                     &status);
     if (rc == 0 && (!WIFEXITED (status) || WEXITSTATUS (status) != 0))
         rc = -EIO;
     if (rc < 0)
@@ -394,10 +422,11 @@ s_share_layer (const char *dir, const char *const *args)
 }
 
 int
-gw_vm_run_qemu_img (const char *qemu_img, const char *dir, const char *const *args,
-                    char *err, size_t errlen)
+gw_vm_run_qemu_img (const char *qemu_img, const gw_jail_opts_t *jail, const char *dir,
+                    const char *disk, const char *rw_dir, const char *const *args, char *err,
+                    size_t errlen)
 {
-    assert (qemu_img && dir && args);
+    assert (qemu_img && jail && dir && args);
     char *exe = s_which (qemu_img);             //  execv needs the full path
     char *argv [24] = { exe ? exe : (char *) qemu_img }, log_path [PATH_MAX];
     for (int n = 1; args [n - 1] && n < 23; n++)
@@ -406,13 +435,8 @@ gw_vm_run_qemu_img (const char *qemu_img, const char *dir, const char *const *ar
     gw_vmspawn_t sp = { .cwd = dir, .parent = getpid (), .argv = argv };
     sp.log_fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
     sp.null_fd = open ("/dev/null", O_RDWR | O_CLOEXEC);
-    pid_t pid = 0;
-    char why [64];
     int status = 0, rc = sp.log_fd < 0 || sp.null_fd < 0 ? -errno
-                       : gw_vmspawn (&sp, &pid, why, sizeof why);
-    while (rc == 0 && waitpid (pid, &status, 0) < 0)
-        if (errno != EINTR)
-            rc = -errno;
+                       : s_run_tool (jail, &sp, dir, disk, rw_dir, NULL, &status);
     if (rc == 0 && (!WIFEXITED (status) || WEXITSTATUS (status) != 0))
         rc = -EIO;
     if (rc < 0)

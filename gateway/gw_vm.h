@@ -95,8 +95,12 @@ int gw_vm_make_layer (gw_vm_t *self, const char *path, const char *backing, char
                       size_t errlen);
 
 //  Run qemu_img with args (after the program name; NULL-terminated) in dir,
-//  its output appended to dir/qemu.log. Blocks. 0 or -errno + err.
-int gw_vm_run_qemu_img (const char *qemu_img, const char *dir, const char *const *args,
+//  its output appended to dir/qemu.log, in a tool jail when jail allows
+//  (gw_jail_tool_new): dir and rw_dir (NULL: none) writable, the chain
+//  below dir/disk (NULL: none) readable, nothing else of the host. Blocks.
+//  0 or -errno + err.
+int gw_vm_run_qemu_img (const char *qemu_img, const gw_jail_opts_t *jail, const char *dir,
+                        const char *disk, const char *rw_dir, const char *const *args,
                         char *err, size_t errlen);
 //  The top layer's file name of the /workspace disk in the run dir.
 const char *gw_vm_disk_name (gw_vm_t *self);

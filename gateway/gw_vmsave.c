@@ -144,7 +144,8 @@ s_new_layer (const gw_vmsave_req_t *req, char *name, size_t cap, char *err, size
     snprintf (size, sizeof size, "%llu", (unsigned long long) req->cfg->disk_bytes);
     const char *args [] = { "create", "-q", "-f", "qcow2", "-u", "-b", req->disk_top, "-F",
                             "qcow2", name, size, NULL };
-    return gw_vm_run_qemu_img (req->cfg->qemu_img, req->run_dir, args, err, errlen);
+    return gw_vm_run_qemu_img (req->cfg->qemu_img, &req->cfg->jail, req->run_dir, NULL, NULL,
+                               args, err, errlen);
 }
 
 //  In the pause before the switchover: freeze the disk under a new top.
@@ -205,7 +206,8 @@ s_flatten (const gw_vmsave_req_t *req, const char *staging, char *err, size_t er
     snprintf (src, sizeof src, "%s/%s", req->run_dir, req->disk_top);
     snprintf (dst, sizeof dst, "%s/" GW_SNAP_DISK, staging);
     const char *args [] = { "convert", "-U", "-O", "qcow2", src, dst, NULL };
-    return gw_vm_run_qemu_img (req->cfg->qemu_img, req->run_dir, args, err, errlen);
+    return gw_vm_run_qemu_img (req->cfg->qemu_img, &req->cfg->jail, req->run_dir,
+                               req->disk_top, staging, args, err, errlen);
 }
 
 //  What QEMU's command line says: the TSC rate on -append (a clone runs
