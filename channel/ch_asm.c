@@ -1,6 +1,7 @@
 /*  ch_asm - the message assembler of the cellvm channel. */
 #include "ch_asm.h"
 #include "ch_frame.h"
+#include "ch_text.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -126,6 +127,38 @@ s_oversize (ch_asm_t *self, ch_msg_t **msg_p, size_t got, const char *what, size
     return -EMSGSIZE;
 }
 
+//  A raw stream text (docs/channel.md): an iopub stream whose content is
+//  exactly {"name": ...} and whose one buffer is the text, as bytes. It
+//  becomes the content a client gets ({"name", "text"}, escaped here, bad
+//  UTF-8 as U+FFFD), kept raw, without the buffer. Anything else is left as
+//  it is. -EBADMSG (a name other than stdout/stderr) and -EMSGSIZE (over
+//  max_msg once escaped) drop the message; the stream goes on.
+static int
+s_raw_text (ch_asm_t *self, ch_msg_t **msg_p)
+{
+    ch_msg_t *msg = *msg_p;
+    json_t *content = ch_msg_content (msg);
+    const char *name = json_string_value (json_object_get (content, "name"));
+    size_t len = 0, rawlen = 0;
+    if (ch_msg_channel (msg) != CH_IOPUB || strcmp (ch_msg_type (msg), "stream") != 0
+    ||  ch_msg_nbuffers (msg) != 1 || json_object_size (content) != 1 || !name
+    ||  ch_msg_raw_content (msg, &rawlen))
+        return 0;
+    const uint8_t *text = ch_msg_buffer (msg, 0, &len);
+    uint8_t *raw = NULL;
+    int rc = ch_text_stream_content (name, text, len, self->limits.max_msg, &raw, &rawlen);
+    if (rc == -EMSGSIZE)
+        return s_oversize (self, msg_p, len, "stream text (escaped)", self->limits.max_msg);
+    if (rc < 0) {
+        snprintf (self->why, sizeof self->why, "raw stream text named %.32s", name);
+        ch_msg_destroy (msg_p);
+        return -EBADMSG;
+    }
+    ch_msg_set_raw_content (msg, &raw, rawlen);
+    ch_msg_drop_buffers (msg);
+    return 0;
+}
+
 //  One whole frame: the envelope of a new message, or its next buffer.
 static int
 s_frame (ch_asm_t *self, uint8_t **frame_p, size_t len, ch_msg_t **msg_p)
@@ -156,6 +189,8 @@ s_frame (ch_asm_t *self, uint8_t **frame_p, size_t len, ch_msg_t **msg_p)
     if (ch_msg_nbuffers (self->pending) == ch_msg_nbuffers_expected (self->pending)) {
         *msg_p = self->pending;
         self->pending = NULL;
+        if (self->raw_min)
+            return s_raw_text (self, msg_p);
     }
     return 0;
 }

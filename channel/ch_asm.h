@@ -52,7 +52,10 @@ void ch_asm_hunt (ch_asm_t *self);
 
 //  Stream messages of at least min bytes keep their content as it came
 //  (ch_msg_decode_lazy): the gateway passes large texts on without a parse
-//  and a dump. 0 (the default): every message is parsed.
+//  and a dump. Raw stream texts (a stream with content {"name": ...} and
+//  its text as its one buffer, docs/channel.md) are escaped into such a
+//  content, whatever their size. 0 (the default): every message is parsed,
+//  and a raw text stays a buffer.
 void ch_asm_set_raw_stream (ch_asm_t *self, size_t min);
 //  Accept sync markers between frames.
 void ch_asm_allow_sync (ch_asm_t *self);

@@ -350,6 +350,15 @@ ch_msg_take_buffer (ch_msg_t *self, size_t index, size_t *len_p, ch_free_fn **fr
 }
 
 void
+ch_msg_drop_buffers (ch_msg_t *self)
+{
+    assert (self);
+    for (size_t i = 0; i < self->nbuf; i++)
+        ch_buf_release (self->buf [i], self->buffree [i], self->bufhint [i]);
+    self->nbuf = self->expected = 0;
+}
+
+void
 ch_msg_set_content (ch_msg_t *self, json_t **content_p)
 {
     assert (self && content_p && *content_p);

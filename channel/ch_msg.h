@@ -93,6 +93,9 @@ int ch_msg_add_buffer_owned (ch_msg_t *self, uint8_t *data, size_t len, ch_free_
 uint8_t *ch_msg_take_buffer (ch_msg_t *self, size_t index, size_t *len_p,
                              ch_free_fn **free_fn_p, void **hint_p);
 
+//  Release every buffer: the message then has none, and expects none.
+void ch_msg_drop_buffers (ch_msg_t *self);
+
 //  Replace content (steals *content_p) / metadata.
 void ch_msg_set_content (ch_msg_t *self, json_t **content_p);
 void ch_msg_set_metadata (ch_msg_t *self, json_t **metadata_p);

@@ -1,5 +1,6 @@
 /*  kn_capture - stdout and stderr: buffered Python text, fd-level pipes. */
 #include "kn_capture.h"
+#include "ch_text.h"
 #include "ch_util.h"
 #include "kn_log.h"
 
@@ -48,6 +49,7 @@ typedef struct {
 
 struct _kn_capture_t {
     kn_capture_emit_fn *emit;
+    kn_capture_raw_fn *raw;     //  large writes as bytes, or NULL
     void *arg;
     int target [2];             //  the fds taken over
     int saved [2];              //  their originals, put back on destroy
@@ -78,151 +80,6 @@ struct _kn_capture_t {
 //  The process's capture, for the fork handler.
 static kn_capture_t *s_live;
 static pthread_once_t s_atfork_once = PTHREAD_ONCE_INIT;
-
-//  ---------------------------------------------------------------------------
-//  Text
-
-static size_t
-s_seq_len (unsigned char c)
-{
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) return 2;
-    if (c >= 0xe0 && c <= 0xef) return 3;
-    if (c >= 0xf0 && c <= 0xf4) return 4;
-    return 0;
-}
-
-//  Is in[0..n) a well-formed sequence (no overlongs, surrogates, > U+10FFFF)?
-static int
-s_seq_ok (const unsigned char *in, size_t n)
-{
-    for (size_t i = 1; i < n; i++)
-        if ((in [i] & 0xc0) != 0x80)
-            return 0;
-    if (n == 3 && in [0] == 0xe0 && in [1] < 0xa0) return 0;
-    if (n == 3 && in [0] == 0xed && in [1] > 0x9f) return 0;
-    if (n == 4 && in [0] == 0xf0 && in [1] < 0x90) return 0;
-    if (n == 4 && in [0] == 0xf4 && in [1] > 0x8f) return 0;
-    return 1;
-}
-
-//  True when none of the 8 bytes of w needs a second look: all are ASCII
-//  from 0x20 up, and none is '"' or '\\'. (Exact for "any byte", which is
-//  all this asks.)
-static inline int
-s_plain8 (uint64_t w)
-{
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    uint64_t ctrl = (w - ones * 0x20) & ~w & highs;
-    uint64_t q = w ^ (ones * '"');
-    uint64_t b = w ^ (ones * '\\');
-    q = (q - ones) & ~q & highs;
-    b = (b - ones) & ~b & highs;
-    return !((w & highs) | ctrl | q | b);
-}
-
-//  Copy whole 8-byte words that need no escaping (the common case, fast).
-static inline void
-s_copy_plain (const unsigned char *in, size_t len, char *out, size_t room,
-              size_t *i, size_t *o)
-{
-    while (*i + 8 <= len && *o + 8 <= room) {
-        uint64_t w;
-        memcpy (&w, in + *i, 8);
-        if (!s_plain8 (w))
-            break;
-        memcpy (out + *o, &w, 8);
-        *i += 8;
-        *o += 8;
-    }
-}
-
-//  One ASCII byte other than NUL, escaped if JSON wants it. Returns the
-//  bytes written, 0 when they do not fit in room.
-static inline size_t
-s_escape_ascii (unsigned char c, char *out, size_t room)
-{
-    static const char hex [] = "0123456789abcdef";
-    if (c >= 0x20 && c != '"' && c != '\\') {
-        if (room < 1)
-            return 0;
-        out [0] = (char) c;
-        return 1;
-    }
-    char e [6] = { '\\', 0, '0', '0', hex [c >> 4], hex [c & 15] };
-    size_t n = 2;
-    switch (c) {
-        case '"':  e [1] = '"'; break;
-        case '\\': e [1] = '\\'; break;
-        case '\n': e [1] = 'n'; break;
-        case '\r': e [1] = 'r'; break;
-        case '\t': e [1] = 't'; break;
-        case '\b': e [1] = 'b'; break;
-        case '\f': e [1] = 'f'; break;
-        default:   e [1] = 'u'; n = 6;
-    }
-    if (n > room)
-        return 0;
-    memcpy (out, e, n);
-    return n;
-}
-
-//  Is in[0..have) the start of a sequence cut at the end of the input?
-//  Then it is held back, not replaced, so the next write can finish it.
-static inline int
-s_cut_prefix (const unsigned char *in, size_t have)
-{
-    size_t j = 1;
-    while (j < have && (in [j] & 0xc0) == 0x80)
-        j++;
-    return j == have;
-}
-
-//  One character from a non-ASCII byte (or NUL) at in[0..len): copied when
-//  well-formed, else U+FFFD (for NUL too: JSON peers refuse \u0000). Sets
-//  *used; returns the bytes written, 0 to stop (no room, or a cut sequence).
-static inline size_t
-s_escape_multi (const unsigned char *in, size_t len, char *out, size_t room, size_t *used)
-{
-    unsigned char c = in [0];
-    size_t n = s_seq_len (c);
-    if (n > 1 && n > len && s_cut_prefix (in, len))
-        return 0;
-    if (c == 0 || n == 0 || n > len || !s_seq_ok (in, n)) {
-        if (room < 3)
-            return 0;
-        memcpy (out, "\xef\xbf\xbd", 3);
-        *used = 1;
-        return 3;
-    }
-    if (n > room)
-        return 0;
-    memcpy (out, in, n);
-    *used = n;
-    return n;
-}
-
-size_t
-kn_json_escape (const unsigned char *in, size_t len, char *out, size_t room, size_t *used)
-{
-    size_t i = 0, o = 0;
-    while (i < len) {
-        s_copy_plain (in, len, out, room, &i, &o);
-        if (i >= len)
-            break;
-        size_t took = 1, n;
-        if (in [i] < 0x80 && in [i] != 0)
-            n = s_escape_ascii (in [i], out + o, room - o);
-        else
-            n = s_escape_multi (in + i, len - i, out + o, room - o, &took);
-        if (n == 0)
-            break;
-        o += n;
-        i += took;
-    }
-    *used = i;
-    return o;
-}
 
 //  ---------------------------------------------------------------------------
 //  The queue
@@ -347,7 +204,7 @@ s_finish_held (kn_capture_t *self, s_hold_t *h, const unsigned char **data, size
     memcpy (tmp, h->b, h->len);
     memcpy (tmp + h->len, *data, take);
     s_out_room (self, 6 * n);
-    self->out_len += kn_json_escape (tmp, n, self->out + self->out_len, 6 * n, &used);
+    self->out_len += ch_json_escape (tmp, n, self->out + self->out_len, 6 * n, &used);
     if (used < h->len) {
         memmove (h->b, tmp + used, n - used);
         h->len = n - used;
@@ -376,7 +233,7 @@ s_send_bytes (kn_capture_t *self, int stream, int src, const unsigned char *data
         size_t left = self->cap - self->out_len;
         size_t room = left < S_STEP ? left : S_STEP;
         s_out_room (self, room);
-        size_t n = kn_json_escape (data, len, self->out + self->out_len, room, &used);
+        size_t n = ch_json_escape (data, len, self->out + self->out_len, room, &used);
         self->out_len += n;
         data += used;
         len -= used;
@@ -511,6 +368,24 @@ kn_capture_write (kn_capture_t *self, int stream, const void *data, size_t len)
     return kn_capture_writev (self, stream, &v, 1);
 }
 
+//  Send data as raw texts of at most the cap, cut between characters; an
+//  incomplete character at the end is held, as the escaping path holds it.
+static void
+s_send_raw (kn_capture_t *self, int stream, const unsigned char *data, size_t len)
+{
+    s_hold_t *h = &self->hold [stream][S_PY];
+    size_t tail = ch_utf8_tail (data, len);
+    len -= tail;
+    while (len) {
+        size_t n = len > self->max_text ? ch_utf8_cut (data, len, self->max_text) : len;
+        self->raw (self->arg, s_names [stream], data, n);
+        data += n;
+        len -= n;
+    }
+    memcpy (h->b, data, tail);
+    h->len = tail;
+}
+
 void
 kn_capture_write_now (kn_capture_t *self, int stream, const void *data, size_t len)
 {
@@ -521,9 +396,15 @@ kn_capture_write_now (kn_capture_t *self, int stream, const void *data, size_t l
     }
     pthread_mutex_lock (&self->send);
     s_take_and_send (self);
-    self->cap = self->max_text;
-    s_send_bytes (self, stream, S_PY, data, len);
-    s_out_done (self);
+    if (self->raw && self->hold [stream][S_PY].len == 0) {
+        s_out_done (self);      //  what came before goes first
+        s_send_raw (self, stream, data, len);
+    }
+    else {
+        self->cap = self->max_text;
+        s_send_bytes (self, stream, S_PY, data, len);
+        s_out_done (self);
+    }
     pthread_mutex_unlock (&self->send);
 }
 
@@ -554,6 +435,14 @@ int
 kn_capture_fd (const kn_capture_t *self, int stream)
 {
     return self->target [stream];
+}
+
+void
+kn_capture_set_raw (kn_capture_t *self, kn_capture_raw_fn *raw)
+{
+    pthread_mutex_lock (&self->send);
+    self->raw = raw;
+    pthread_mutex_unlock (&self->send);
 }
 
 void

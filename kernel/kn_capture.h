@@ -11,7 +11,8 @@
  *  The queue is a list of runs (stream, source, bytes) in the order they
  *  were written, so stdout and stderr keep their interleaving. It is sent
  *  (the emit callback: JSON-escaped text, escaped once, in the fewest
- *  messages the text cap allows) when the oldest byte in it is
+ *  messages the text cap allows; a large write goes unescaped through the
+ *  raw callback, when set) when the oldest byte in it is
  *  window_ms old, when it grows over KN_CAPTURE_PENDING_MAX, and on
  *  kn_capture_flush (flush(), input(), a display, an error, the end of a
  *  cell), which first drains the pipes so everything written before it goes
@@ -50,6 +51,11 @@ typedef struct _kn_capture_t kn_capture_t;
 //  thread or from a thread that flushes.
 typedef void (kn_capture_emit_fn) (void *arg, const char *name, const char *text, size_t len);
 
+//  Receives one stream text as bytes (a raw text, docs/channel.md): the
+//  driver escapes it. text[0..len) is at most the text cap, and never ends
+//  or begins inside a character that was whole. Called as emit is.
+typedef void (kn_capture_raw_fn) (void *arg, const char *name, const void *text, size_t len);
+
 typedef struct {
     int fds [2];                //  descriptors taken over: stdout's, stderr's (1 and 2)
     int window_ms;              //  0: KN_CAPTURE_WINDOW_MS
@@ -63,6 +69,10 @@ kn_capture_t *kn_capture_new (const kn_capture_config_t *config, kn_capture_emit
 
 //  The text cap (escaped bytes per stream text), from the frame cap.
 void kn_capture_set_max_text (kn_capture_t *self, size_t max_text);
+
+//  Large writes (kn_capture_write_now) go out through raw, as bytes, not
+//  escaped here (NULL: escaped, through emit).
+void kn_capture_set_raw (kn_capture_t *self, kn_capture_raw_fn *raw);
 
 //  A Python-level write of len bytes (UTF-8; bytes from a binary write may
 //  be anything: they are made valid on the way out). Never waits on the
@@ -90,16 +100,5 @@ int kn_capture_fd (const kn_capture_t *self, int stream);
 
 //  Stop the thread, flush, and put the original fds back.
 void kn_capture_destroy (kn_capture_t **self_p);
-
-//  --- Text helpers (pure, for tests) ---------------------------------------
-
-//  Escape in[0..len) as the inside of a JSON string into out (room bytes),
-//  making it valid UTF-8 on the way: an invalid byte, and NUL, becomes
-//  U+FFFD. Stops at the end, before a character whose escape does not fit
-//  in room, or before a trailing incomplete UTF-8 sequence (which the caller
-//  holds back for the next bytes). *used gets the input consumed. Returns
-//  the bytes written. Never writes more than 6 bytes per input byte.
-size_t kn_json_escape (const unsigned char *in, size_t len, char *out, size_t room,
-                       size_t *used);
 
 #endif

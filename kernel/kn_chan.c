@@ -24,6 +24,8 @@
 //  A message from the driver (JSON + buffers) may span several frames: a
 //  cellvm_put chunk is one buffer, so allow a few frames' worth.
 #define S_MSG_FRAMES 4
+#define S_SMALL 4096            //  pieces up to this size are copied together ...
+#define S_STAGE 16384           //  ... into this much room
 
 struct _kn_chan_t {
     int fd;
@@ -120,22 +122,67 @@ kn_chan_send (kn_chan_t *self, ch_msg_t **msg_p)
     return rc;
 }
 
-int
-kn_chan_send_json (kn_chan_t *self, const char *msg_type, const struct iovec *iov, int n)
+//  Frame header(s) for a JSON of total bytes and an optional buffer into v
+//  (hdr: 8 bytes). Returns the iovec count, or -EMSGSIZE (logged).
+static int
+s_frames (kn_chan_t *self, const char *msg_type, const struct iovec *iov, int n,
+          const struct iovec *buf, uint8_t *hdr, struct iovec *v)
 {
-    assert (self && iov && n > 0 && n < 16);
     size_t total = 0;
     for (int i = 0; i < n; i++)
         total += iov [i].iov_len;
-    uint8_t hdr [CH_FRAME_HDR];
-    if (ch_frame_encode_header (hdr, total, self->max_frame) < 0) {
+    if (ch_frame_encode_header (hdr, total, self->max_frame) < 0
+    ||  (buf && ch_frame_encode_header (hdr + CH_FRAME_HDR, buf->iov_len, self->max_frame) < 0)) {
         kn_log (KN_LOG_WARN, "chan.drop", "msg_type=%s bytes=%zu reason=\"a frame is over the "
-                "%u-byte limit\"", msg_type, total, self->max_frame);
+                "%u-byte limit\"", msg_type, total + (buf ? buf->iov_len : 0), self->max_frame);
         return -EMSGSIZE;
     }
-    struct iovec v [17];
-    v [0] = (struct iovec) { hdr, CH_FRAME_HDR };
-    memcpy (v + 1, iov, (size_t) n * sizeof *iov);
+    int k = 0;
+    v [k++] = (struct iovec) { hdr, CH_FRAME_HDR };
+    memcpy (v + k, iov, (size_t) n * sizeof *iov);
+    k += n;
+    if (buf) {
+        v [k++] = (struct iovec) { hdr + CH_FRAME_HDR, CH_FRAME_HDR };
+        v [k++] = *buf;
+    }
+    return k;
+}
+
+//  Copy runs of small pieces of v into stage (cap bytes), one piece each:
+//  a virtio port takes every piece of a writev as a write of its own, with
+//  its own buffer and notification of the host. Returns the new count.
+static int
+s_coalesce (struct iovec *v, int k, uint8_t *stage, size_t cap)
+{
+    int n = 0;
+    size_t used = 0;
+    for (int i = 0; i < k; i++) {
+        size_t len = v [i].iov_len;
+        if (len > S_SMALL || used + len > cap) {
+            v [n++] = v [i];
+            continue;
+        }
+        memcpy (stage + used, v [i].iov_base, len);
+        if (n > 0 && (uint8_t *) v [n - 1].iov_base + v [n - 1].iov_len == stage + used)
+            v [n - 1].iov_len += len;
+        else
+            v [n++] = (struct iovec) { stage + used, len };
+        used += len;
+    }
+    return n;
+}
+
+int
+kn_chan_send_json_buf (kn_chan_t *self, const char *msg_type, const struct iovec *iov, int n,
+                       const struct iovec *buf)
+{
+    assert (self && iov && n > 0 && n < 16);
+    uint8_t hdr [2 * CH_FRAME_HDR], stage [S_STAGE];
+    struct iovec v [19];
+    int k = s_frames (self, msg_type, iov, n, buf, hdr, v);
+    if (k < 0)
+        return k;
+    k = s_coalesce (v, k, stage, sizeof stage);
     if (getpid () != self->owner)
         return -EPIPE;              //  a cell's fork (see kn_chan_send)
     int rc = 0;
@@ -143,11 +190,17 @@ kn_chan_send_json (kn_chan_t *self, const char *msg_type, const struct iovec *io
     if (self->wdead)
         rc = -EPIPE;
     if (rc == 0)
-        rc = ch_write_all (self->fd, v, n + 1, -1);
+        rc = ch_write_all (self->fd, v, k, -1);
     if (rc == -EPIPE)
         self->wdead = 1;
     pthread_mutex_unlock (&self->wlock);
     return rc;
+}
+
+int
+kn_chan_send_json (kn_chan_t *self, const char *msg_type, const struct iovec *iov, int n)
+{
+    return kn_chan_send_json_buf (self, msg_type, iov, n, NULL);
 }
 
 int

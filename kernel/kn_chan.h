@@ -26,6 +26,12 @@ int kn_chan_send (kn_chan_t *self, ch_msg_t **msg_p);
 //  0, -EPIPE, or -EMSGSIZE (nothing sent, logged) when over max_frame.
 int kn_chan_send_json (kn_chan_t *self, const char *msg_type, const struct iovec *iov, int n);
 
+//  The same with one buffer frame after the JSON (buf NULL: none), written
+//  in the same go: a raw stream text (docs/channel.md) goes from the
+//  caller's memory to the channel without a copy of ours.
+int kn_chan_send_json_buf (kn_chan_t *self, const char *msg_type, const struct iovec *iov,
+                           int n, const struct iovec *buf);
+
 //  Receive one complete message (with its buffers). Returns 0; -EPIPE on end
 //  of stream; -EPROTO on a broken frame length (fatal: the stream cannot be
 //  resynchronised); -EBADMSG when a frame was not a valid envelope (dropped;

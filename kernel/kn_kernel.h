@@ -89,6 +89,9 @@ char *kn_kernel_parent_json (kn_kernel_t *self);
 //  Stream text to iopub (the capture's emit callback): text[0..len) is
 //  already JSON-escaped (the inside of a JSON string) and goes out as it is.
 void kn_kernel_stream (void *self, const char *name, const char *text, size_t len);
+//  The same for text as bytes (the capture's raw callback): it goes as the
+//  message's one buffer, and the driver escapes it (docs/channel.md).
+void kn_kernel_stream_raw (void *self, const char *name, const void *text, size_t len);
 
 //  Emit captured output now (set by main once capture is up).
 void kn_kernel_set_flush (kn_kernel_t *self, void (*flush) (void *arg), void *arg);

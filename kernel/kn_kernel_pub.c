@@ -31,10 +31,10 @@ kn_kernel_publish (kn_kernel_t *self, const char *msg_type, json_t **content_p)
 
 //  Send an iopub message whose JSON we put together ourselves: the header,
 //  parent (compact JSON) and content pieces are spliced, nothing is parsed or
-//  escaped again. msg_type must need no escaping.
+//  escaped again. msg_type must need no escaping. buf: its one buffer, or NULL.
 static void
 s_send_spliced (kn_kernel_t *self, const char *msg_type, const char *parent,
-                const struct iovec *content, int ncontent)
+                const struct iovec *content, int ncontent, const struct iovec *buf)
 {
     char id [37], date [32], head [400];
     ch_uuid4 (id);
@@ -44,7 +44,7 @@ s_send_spliced (kn_kernel_t *self, const char *msg_type, const char *parent,
                        "\"msg_type\":\"%s\",\"version\":\"" CH_PROTOCOL_VERSION "\"},"
                        "\"parent_header\":", id, self->session, date, msg_type);
     static const char mid [] = ",\"metadata\":{},\"content\":";
-    static const char tail [] = ",\"buffers\":0}";
+    const char *tail = buf ? ",\"buffers\":1}" : ",\"buffers\":0}";
     struct iovec iov [12];
     int n = 0;
     iov [n++] = (struct iovec) { head, (size_t) hn };
@@ -52,8 +52,8 @@ s_send_spliced (kn_kernel_t *self, const char *msg_type, const char *parent,
     iov [n++] = (struct iovec) { (void *) mid, sizeof mid - 1 };
     for (int i = 0; i < ncontent && n < 11; i++)
         iov [n++] = content [i];
-    iov [n++] = (struct iovec) { (void *) tail, sizeof tail - 1 };
-    kn_chan_send_json (self->chan, msg_type, iov, n);
+    iov [n++] = (struct iovec) { (void *) tail, strlen (tail) };
+    kn_chan_send_json_buf (self->chan, msg_type, iov, n, buf);
 }
 
 //  The running request's parent as JSON (caller frees), or NULL when it is
@@ -84,7 +84,21 @@ kn_kernel_stream (void *arg, const char *name, const char *text, size_t len)
         { (void *) text, len },
         { (void *) "\"}", 2 },
     };
-    s_send_spliced (self, "stream", parent, c, 3);
+    s_send_spliced (self, "stream", parent, c, 3, NULL);
+    free (parent);
+}
+
+void
+kn_kernel_stream_raw (void *arg, const char *name, const void *text, size_t len)
+{
+    kn_kernel_t *self = arg;
+    char *parent = s_parent_json (self);
+    if (!parent)
+        return;
+    bool err = strcmp (name, "stderr") == 0;
+    struct iovec c = { (void *) (err ? "{\"name\":\"stderr\"}" : "{\"name\":\"stdout\"}"), 17 };
+    struct iovec b = { (void *) text, len };
+    s_send_spliced (self, "stream", parent, &c, 1, &b);
     free (parent);
 }
 
@@ -128,7 +142,7 @@ kn_kernel_publish_json (kn_kernel_t *self, const char *msg_type, const char *con
     if (!parent)
         return 0;
     struct iovec c = { (void *) (content + a), b - a };
-    s_send_spliced (self, msg_type, parent, &c, 1);
+    s_send_spliced (self, msg_type, parent, &c, 1, NULL);
     free (parent);
     return 0;
 }

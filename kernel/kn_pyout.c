@@ -323,6 +323,7 @@ static PyObject *s_key_stdout;        //  "stdout", interned
 typedef struct {
     struct iovec iov [S_PIECES];
     PyObject *ref [S_PIECES];       //  what keeps each piece alive (NULL: static text)
+    char digits [S_PIECES][24];     //  the text of an int piece
     int n;
     size_t len;
 } s_pieces_t;
@@ -381,6 +382,48 @@ s_pieces_add (s_pieces_t *p, int stream, PyObject *str)
     return 0;
 }
 
+//  str() of an exact int that fits a long long, into out (24 bytes), made
+//  without a str object: int.__str__ takes several us under TCG, most of a
+//  print(i). 0 when it does not fit (then str() it is).
+static size_t
+s_int_digits (PyObject *o, char *out)
+{
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow (o, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred ())) {
+        PyErr_Clear ();
+        return 0;
+    }
+    char tmp [24];
+    size_t n = 0, k = 0;
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long) v : (unsigned long long) v;
+    do {
+        tmp [n++] = (char) ('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        out [k++] = '-';
+    while (n)
+        out [k++] = tmp [--n];
+    return k;
+}
+
+//  Add an exact int as a piece, its digits kept in p. False when it is too
+//  large for that (nothing added).
+static bool
+s_pieces_add_int (s_pieces_t *p, int stream, PyObject *o)
+{
+    if (p->n == S_PIECES)
+        s_pieces_put (p, stream);
+    size_t k = s_int_digits (o, p->digits [p->n]);
+    if (k == 0)
+        return false;
+    p->iov [p->n] = (struct iovec) { p->digits [p->n], k };
+    p->ref [p->n++] = NULL;
+    p->len += k;
+    return true;
+}
+
 //  str() of these runs no Python code: no output can come from it.
 static bool
 s_str_is_quiet (PyObject *o)
@@ -422,7 +465,9 @@ static int
 s_print_pieces (int stream, PyObject *const *args, Py_ssize_t nargs, PyObject *sep,
                 PyObject *end)
 {
-    s_pieces_t p = { .n = 0 };
+    s_pieces_t p;               //  not zeroed: ~800 bytes per print() under TCG
+    p.n = 0;
+    p.len = 0;
     int rc = 0;
     for (Py_ssize_t i = 0; i < nargs && rc == 0; i++) {
         if (i > 0 && sep)
@@ -431,6 +476,8 @@ s_print_pieces (int stream, PyObject *const *args, Py_ssize_t nargs, PyObject *s
             s_pieces_add_static (&p, stream, " ", 1);
         if (rc == 0 && !s_str_is_quiet (args [i]))
             s_pieces_put (&p, stream);      //  what came before goes before its output
+        if (rc == 0 && PyLong_CheckExact (args [i]) && s_pieces_add_int (&p, stream, args [i]))
+            continue;
         PyObject *str = rc == 0 ? PyObject_Str (args [i]) : NULL;
         rc = str ? s_pieces_add (&p, stream, str) : -1;
     }

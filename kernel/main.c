@@ -130,6 +130,10 @@ s_start_kernel (int fd, const s_args_t *a, kn_kernel_t **kernel_p)
     if (capture)
         kn_capture_set_max_text (capture, a->max_frame > (2u << 20) ? (1u << 20)
                                                                     : a->max_frame / 2);
+    //  Large writes go as bytes, escaped by the driver at native speed
+    //  (under TCG the escape cost as much as the rest of a bulk write).
+    if (capture)
+        kn_capture_set_raw (capture, kn_kernel_stream_raw);
     return capture;
 }
 

@@ -14,6 +14,7 @@ Nothing read is trusted: a bad length raises ChannelError (the stream cannot be 
 EOF raises ChannelClosed. Encoding does not validate, so tests can send bad frames on purpose
 (`length_prefix`, `Conn.send_bytes`).
 """
+import codecs
 import datetime
 import json
 import os
@@ -93,6 +94,27 @@ def decode(payload):
     if not isinstance(msg, dict):
         raise ValueError("not a JSON object")
     return msg
+
+
+def _per_byte(err):
+    return "\ufffd", err.start + 1
+
+
+codecs.register_error("cellvm-per-byte", _per_byte)
+
+
+def raw_stream(msg, buffers):
+    """A raw stream text (docs/channel.md: iopub stream, content {"name"}, the text as its one
+    buffer) made the content a client gets, as the gateway makes it: each invalid byte and NUL as
+    U+FFFD. (msg, buffers), unchanged for any other message."""
+    c = msg.get("content")
+    h = msg.get("header")
+    if (msg.get("channel") != "iopub" or not isinstance(h, dict) or h.get("msg_type") != "stream"
+            or len(buffers) != 1 or not isinstance(c, dict) or set(c) != {"name"}):
+        return msg, buffers
+    text = buffers[0].decode("utf-8", "cellvm-per-byte").replace("\0", "\ufffd")
+    msg = dict(msg, content={"name": c["name"], "text": text}, buffers=0)
+    return msg, []
 
 
 def buffer_count(msg):
@@ -219,7 +241,7 @@ class Conn:
             spans.append((bstart, off))
         buffers = [bytes(self._buf[a:b]) for a, b in spans]
         del self._buf[:off]
-        return msg, buffers
+        return raw_stream(msg, buffers)
 
     def close(self):
         if self.sock is not None:

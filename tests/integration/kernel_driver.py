@@ -187,6 +187,7 @@ class KernelDriver:
                     if b is None:
                         raise ValueError("EOF before all buffers")
                     buffers.append(b)
+                msg, buffers = chanclient.raw_stream(msg, buffers)
                 with self._cond:
                     self.received.append(Received(msg, buffers, t, len(self.received)))
                     self._cond.notify_all()

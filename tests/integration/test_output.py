@@ -90,6 +90,40 @@ def test_invalid_utf8_from_fd_and_buffer_is_replaced_not_fatal(s):
     assert res.stdout == "a\ufffdb\nc\ufffd\u00e9\n\ufffd-esc\nafter\n"
 
 
+def test_print_of_ints_is_str_of_ints(s):
+    """print() writes an int's digits itself (no str object): the text is str()'s, at the edges
+    of a long long and past them, with bools and int subclasses as their own str()."""
+    code = ("import enum\nclass E(enum.IntEnum):\n    A = 7\n"
+            "v = (0, -5, 2**63 - 1, -2**63, 2**63, -2**63 - 1, 10**30, True, E.A)\n"
+            "print(*v, sep='|')\nprint('|'.join(map(str, v)))")
+    res = run_cell(s.kc, code)
+    assert res.status == "ok", res.describe()
+    first, second = res.stdout.splitlines()
+    want = "|".join(str(v) for v in (0, -5, 2**63 - 1, -2**63, 2**63, -2**63 - 1, 10**30, True))
+    assert first == second and first.startswith(want + "|"), res.stdout
+
+
+def test_a_large_write_arrives_exactly(s):
+    """Writes of 1 MiB and more go as bytes, escaped by the gateway (docs/channel.md "Raw stream
+    texts"): every character arrives as written, quotes, backslashes, ANSI escapes and emoji
+    too; NUL and invalid bytes become U+FFFD as in small writes; a character cut between two
+    writes arrives whole; what was printed before and after stays in order."""
+    code = ("import sys\n"
+            "print('before')\n"
+            "sys.stdout.write('\u00e9\u2713\U0001f600\"\\\\\x1b[1mx\\t\\n' * 150_000)\n"
+            "sys.stdout.buffer.write(b'a\\x00\\xff' * 500_000 + b'\\xe2\\x9c')\n"
+            "sys.stdout.buffer.write(b'\\x93 end\\n')\n"
+            "print('after')\n")
+    res = run_cell(s.kc, code, timeout=300)
+    assert res.status == "ok", res.describe()
+    want = ("before\n" + "\u00e9\u2713\U0001f600\"\\\x1b[1mx\t\n" * 150_000
+            + "a\ufffd\ufffd" * 500_000 + "\u2713 end\nafter\n")
+    got = res.stdout
+    assert len(got) == len(want), (len(got), len(want))
+    bad = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+    assert bad is None, f"at {bad}: {got[bad - 10:bad + 10]!r} != {want[bad - 10:bad + 10]!r}"
+
+
 # ------------------------------------------------------------------------------ ordering
 def test_stdout_stderr_interleaving_at_flush_points(s):
     code = ("import sys\n"

@@ -15,6 +15,7 @@
 
 #include "gw_log.h"
 #include "gw_session.h"
+#include "ch_frame.h"
 #include "ch_msg.h"
 #include "tu_session.h"
 
@@ -82,11 +83,97 @@ s_bad_content (tu_session_t *f, const json_t *h)
     tu_session_kernel_send (f, CH_IOPUB, "stream", h, json_pack ("{s:s}", "name", "stdout"));
 }
 
+//  A raw stream text (docs/channel.md): content {"name": name}, and nbuf
+//  buffer frames of text.
+static void
+s_send_raw_text (tu_session_t *f, const json_t *h, const char *name, const void *text,
+                 size_t len, int nbuf)
+{
+    json_t *content = json_pack ("{s:s}", "name", name);
+    ch_msg_t *msg = ch_msg_new (CH_IOPUB, "stream", h, &content, "kernel-session");
+    for (int i = 0; i < nbuf; i++) {
+        uint8_t *copy = malloc (len);
+        memcpy (copy, text, len);
+        ch_msg_add_buffer (msg, &copy, len);
+    }
+    size_t jlen = 0;
+    char *json = ch_msg_encode (msg, &jlen);
+    uint8_t hdr [CH_FRAME_HDR];
+    ch_frame_encode_header (hdr, jlen, CH_FRAME_MAX_DEFAULT);
+    tu_session_kernel_send_raw (f, hdr, sizeof hdr);
+    tu_session_kernel_send_raw (f, json, jlen);
+    for (int i = 0; i < nbuf; i++) {
+        ch_frame_encode_header (hdr, len, CH_FRAME_MAX_DEFAULT);
+        tu_session_kernel_send_raw (f, hdr, sizeof hdr);
+        tu_session_kernel_send_raw (f, text, len);
+    }
+    free (json);
+    ch_msg_destroy (&msg);
+}
+
+static void
+s_raw_text_bad_name (tu_session_t *f, const json_t *h)
+{
+    s_send_raw_text (f, h, "stdin", "x", 1, 1);
+}
+
+static void
+s_raw_text_two_buffers (tu_session_t *f, const json_t *h)
+{
+    s_send_raw_text (f, h, "stdout", "x", 1, 2);
+}
+
+//  A raw text reaches the client as a stream text: bad UTF-8 and NUL as
+//  U+FFFD, control characters escaped; the kernel lives on.
+static void
+test_gw_session_raw_text_reaches_the_client_valid (void **state)
+{
+    tu_session_t *f = *state;
+    tu_session_start_ready (f);
+    json_t *h = tu_session_execute (f, "ex-r", "x");
+    ch_msg_t *req = tu_session_expect_at_kernel (f, "ex-r");
+    s_send_raw_text (f, h, "stderr", "ok \xff\x00\x1b[0m \xe2\x9c\x93\n\xe2", 15, 1);
+    tu_session_pump (f, 100);
+    assert_int_equal (f->mock.kills, 0);
+    tu_session_seen_t *st = tu_session_find_seen (f, "stream", 0);
+    assert_non_null (st);
+    assert_string_equal (json_string_value (json_object_get (st->content, "name")), "stderr");
+    assert_string_equal (json_string_value (json_object_get (st->content, "text")),
+                         "ok \xef\xbf\xbd\xef\xbf\xbd\x1b[0m \xe2\x9c\x93\n\xef\xbf\xbd");
+    ch_msg_destroy (&req);
+    json_decref (h);
+}
+
+//  One that would be over --max-msg once escaped ends the kernel.
+static void
+test_gw_session_raw_text_over_the_cap_once_escaped_ends_kernel (void **state)
+{
+    tu_session_t *f = *state;
+    gw_session_opts_t opts = { .max_msg = 1000 };
+    tu_session_start (f, &opts);
+    ch_msg_t *hello = tu_session_kernel_recv (f, 1000);
+    ch_msg_destroy (&hello);
+    tu_session_kernel_hello (f);
+    tu_session_pump (f, 20);
+    json_t *h = tu_session_execute (f, "ex-ctl", "ctl");
+    ch_msg_t *req = tu_session_expect_at_kernel (f, "ex-ctl");
+    char ctl [300];                             //  1,800 bytes escaped
+    memset (ctl, 1, sizeof ctl);
+    s_send_raw_text (f, h, "stdout", ctl, sizeof ctl, 1);
+    tu_session_pump (f, 100);
+    assert_int_equal (f->mock.kills, 1);
+    assert_null (tu_session_find_seen (f, "stream", 0));
+    ch_msg_destroy (&req);
+    json_decref (h);
+}
+
 static void test_gw_session_oversize_frame_ends_kernel (void **state) { s_hostile (*state, s_oversize); }
 static void test_gw_session_garbage_json_ends_kernel (void **state) { s_hostile (*state, s_garbage); }
 static void test_gw_session_bogus_msg_type_ends_kernel (void **state) { s_hostile (*state, s_bogus_type); }
 static void test_gw_session_unknown_parent_ends_kernel (void **state) { s_hostile (*state, s_unknown_parent); }
 static void test_gw_session_bad_content_ends_kernel (void **state) { s_hostile (*state, s_bad_content); }
+static void test_gw_session_raw_text_bad_name_ends_kernel (void **state) { s_hostile (*state, s_raw_text_bad_name); }
+static void test_gw_session_raw_text_two_buffers_ends_kernel (void **state) { s_hostile (*state, s_raw_text_two_buffers); }
 
 static void
 test_gw_session_oversize_kernel_message_ends_kernel (void **state)
@@ -123,6 +210,10 @@ main (void)
         TU_SESSION_CASE (test_gw_session_unknown_parent_ends_kernel),
         TU_SESSION_CASE (test_gw_session_bad_content_ends_kernel),
         TU_SESSION_CASE (test_gw_session_oversize_kernel_message_ends_kernel),
+        TU_SESSION_CASE (test_gw_session_raw_text_reaches_the_client_valid),
+        TU_SESSION_CASE (test_gw_session_raw_text_bad_name_ends_kernel),
+        TU_SESSION_CASE (test_gw_session_raw_text_two_buffers_ends_kernel),
+        TU_SESSION_CASE (test_gw_session_raw_text_over_the_cap_once_escaped_ends_kernel),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ch_text.h"
 #include "kn_capture.h"
 
 #define S_TEXTS 4096
@@ -269,6 +270,54 @@ test_kn_capture_queued_texts_are_bounded_large_writes_are_not (void **state)
     s_teardown (&st);
 }
 
+//  The raw callback: the text as bytes, its name marked "raw:".
+static void
+s_raw (void *arg, const char *name, const void *text, size_t len)
+{
+    char raw [16];
+    snprintf (raw, sizeof raw, "raw:%s", name);
+    s_emit (arg, raw, text, len);
+}
+
+//  With a raw callback, a large write goes as bytes: after what was queued,
+//  in texts of at most the cap, each cut between characters, all of it but
+//  a cut character at its end, which waits for the next write.
+static void
+test_kn_capture_large_write_goes_raw (void **state)
+{
+    (void) state;
+    s_fixture_t *f = s_new (10000, 300);
+    kn_capture_set_raw (f->cap, s_raw);
+    size_t n = 100000;
+    char *big = malloc (n + 1);
+    for (size_t i = 0; i < n; i++)
+        big [i] = "ab\"\n\xe2\x9c\x93x"[i % 8];
+    big [n - 4] = 'y';
+    big [n - 3] = 'z';
+    big [n - 2] = (char) 0xe2;                  //  cut: finished by the next write
+    big [n - 1] = (char) 0x9c;
+    s_py (f, KN_STDOUT, "before\n");
+    kn_capture_write_now (f->cap, KN_STDOUT, big, n);
+    s_py (f, KN_STDOUT, "\x93 after");
+    kn_capture_flush (f->cap);
+    assert_true (f->n >= 3);
+    s_expect (f, 0, "stdout", "before\\n");
+    size_t off = 0;
+    for (int i = 1; i < f->n - 1; i++) {
+        assert_string_equal (f->name [i], "raw:stdout");
+        assert_true (f->len [i] > 0 && f->len [i] <= 300);
+        assert_true (((unsigned char) f->text [i][0] & 0xc0) != 0x80);
+        assert_int_equal (ch_utf8_tail ((const uint8_t *) f->text [i], f->len [i]), 0);
+        assert_memory_equal (f->text [i], big + off, f->len [i]);
+        off += f->len [i];
+    }
+    assert_int_equal (off, n - 2);
+    s_expect (f, f->n - 1, "stdout", "\xe2\x9c\x93 after");
+    free (big);
+    void *st = f;
+    s_teardown (&st);
+}
+
 static void
 test_kn_capture_says_when_the_queue_is_too_full (void **state)
 {
@@ -326,6 +375,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_kn_capture_holds_a_cut_character, s_setup, s_teardown),
         cmocka_unit_test (test_kn_capture_large_write_is_cut_at_the_cap_only),
         cmocka_unit_test (test_kn_capture_queued_texts_are_bounded_large_writes_are_not),
+        cmocka_unit_test (test_kn_capture_large_write_goes_raw),
         cmocka_unit_test_setup_teardown (test_kn_capture_says_when_the_queue_is_too_full, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_kn_capture_fork_child_writes_to_the_pipe, s_setup, s_teardown),
     };

@@ -96,6 +96,7 @@ s_mock_handle (void *ctx, const char *type, const json_t *content)
     if (code && strstr (code, "spliced")) {
         //  What the capture sends (escaped text) and _cellvm.publish (JSON text).
         kn_kernel_stream (f->kernel, "stderr", "q\\\"\\n\xc3\xa9", 7);
+        kn_kernel_stream_raw (f->kernel, "stdout", "raw \xff\n", 6);    //  a large write's
         const char *dd = " {\"data\": {\"text/plain\": \"'\\u00e9'\"}, \"metadata\": {}} ";
         kn_kernel_publish_json (f->kernel, "display_data", dd, strlen (dd));
         assert_int_equal (kn_kernel_publish_json (f->kernel, "display_data", "[1]", 3), -EINVAL);
@@ -271,6 +272,18 @@ test_kn_kernel_spliced_messages_are_whole_envelopes (void **state)
                          "q\"\n\xc3\xa9");
     assert_string_equal (json_string_value (json_object_get (ch_msg_header (m), "session")),
                          kn_kernel_session (f->kernel));
+    ch_msg_destroy (&m);
+    //  A raw text: content {"name"}, the bytes as its one buffer, as written.
+    m = s_expect (f, "stream", NULL);
+    assert_true (json_equal (ch_msg_parent (m), req));
+    json_t *name_only = json_pack ("{s:s}", "name", "stdout");
+    assert_true (json_equal (ch_msg_content (m), name_only));
+    json_decref (name_only);
+    size_t blen = 0;
+    const uint8_t *b = ch_msg_buffer (m, 0, &blen);
+    assert_int_equal (ch_msg_nbuffers (m), 1);
+    assert_int_equal (blen, 6);
+    assert_memory_equal (b, "raw \xff\n", 6);
     ch_msg_destroy (&m);
     m = s_expect (f, "display_data", NULL);
     assert_true (json_equal (ch_msg_parent (m), req));

@@ -8,14 +8,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kn_capture.h"
+#include "ch_text.h"
 #include "kn_outfiles.h"
 
 //  Escape all of in (room to spare) into out, NUL-terminated; *used too.
 static size_t
 s_escape (const char *in, size_t len, char *out, size_t *used)
 {
-    size_t n = kn_json_escape ((const unsigned char *) in, len, out, 6 * len + 8, used);
+    size_t n = ch_json_escape ((const unsigned char *) in, len, out, 6 * len + 8, used);
     out [n] = 0;
     return n;
 }
@@ -65,14 +65,14 @@ test_kn_json_escape_stops_where_room_ends (void **state)
     char out [64];
     size_t used;
     //  Never half an escape: "\n" needs 2 bytes, 1 is left.
-    size_t n = kn_json_escape ((const unsigned char *) "abc\n", 4, out, 4, &used);
+    size_t n = ch_json_escape ((const unsigned char *) "abc\n", 4, out, 4, &used);
     assert_int_equal (n, 3);
     assert_int_equal (used, 3);
     //  Never half a character.
-    n = kn_json_escape ((const unsigned char *) "a\xe2\x9c\x93", 4, out, 3, &used);
+    n = ch_json_escape ((const unsigned char *) "a\xe2\x9c\x93", 4, out, 3, &used);
     assert_int_equal (n, 1);
     assert_int_equal (used, 1);
-    n = kn_json_escape ((const unsigned char *) "", 0, out, 0, &used);
+    n = ch_json_escape ((const unsigned char *) "", 0, out, 0, &used);
     assert_int_equal (n, 0);
     assert_int_equal (used, 0);
 }

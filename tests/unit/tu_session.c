@@ -110,7 +110,12 @@ s_on_emit (void *arg, ch_channel_t ch, const gw_frames_t *ids, ch_msg_t *msg)
     snprintf (s->type, sizeof s->type, "%s", ch_msg_type (msg));
     s->header = json_deep_copy (ch_msg_header (msg));
     s->parent = json_deep_copy (ch_msg_parent (msg));
-    s->content = json_deep_copy (ch_msg_content (msg));
+    //  Content kept raw (a stream text) goes out as it is: read it as a client would.
+    size_t rawlen = 0;
+    const uint8_t *raw = ch_msg_raw_content (msg, &rawlen);
+    s->content = raw ? json_loadb ((const char *) raw, rawlen, 0, NULL)
+                     : json_deep_copy (ch_msg_content (msg));
+    assert_non_null (s->content);
 }
 
 //  The first captured message of this type at or after index from (NULL if none).
