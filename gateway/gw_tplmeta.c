@@ -1,5 +1,6 @@
 /*  gw_tplmeta - a template's key and meta.json (see gw_tplmeta.h). */
 #include "gw_tplmeta.h"
+#include "gw_vmargv.h"
 #include "ch_util.h"
 
 #include <assert.h>
@@ -76,7 +77,7 @@ gw_tplmeta_inputs (const gw_vm_config_t *cfg)
     char qemu [PATH_MAX];
     json_t *in = json_pack ("{s:i, s:i, s:i, s:s, s:s, s:s, s:I}", "format", GW_TPLMETA_FORMAT,
                             "mem_mib", (int) cfg->mem_mib, "vcpus", (int) cfg->vcpus,
-                            "accel", gw_accel_name (cfg->accel), "cpu", cfg->cpu ? cfg->cpu : "",
+                            "accel", gw_accel_name (cfg->accel), "cpu", gw_vmargv_cpu (cfg),
                             "append", cfg->append ? cfg->append : "",
                             "disk_bytes", (json_int_t) cfg->disk_bytes);
     if (!in)

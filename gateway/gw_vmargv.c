@@ -144,6 +144,16 @@ s_check_config (const gw_vm_config_t *cfg, const char *run_dir, const char *path
     return why ? -EINVAL : 0;
 }
 
+//  Under TCG without ERMS: "max" advertises it, so the guest's kernel and
+//  libc copy and clear with rep movsb/stosb, which TCG runs a byte per
+//  iteration (every port write and page fault; ~2x on bulk output).
+const char *
+gw_vmargv_cpu (const gw_vm_config_t *cfg)
+{
+    assert (cfg);
+    return cfg->cpu ? cfg->cpu : cfg->accel == GW_ACCEL_KVM ? "host" : "max,erms=off";
+}
+
 //  Machine, accelerator, CPU and RAM (in a file when snapshotting).
 static void
 s_args_machine (s_args_t *a, const gw_vm_config_t *cfg)
@@ -154,7 +164,7 @@ s_args_machine (s_args_t *a, const gw_vm_config_t *cfg)
     s_add (a, "-accel");
     s_add (a, "%s", kvm ? "kvm" : "tcg");
     s_add (a, "-cpu");
-    s_add (a, "%s", cfg->cpu ? cfg->cpu : kvm ? "host" : "max");
+    s_add (a, "%s", gw_vmargv_cpu (cfg));
     s_add (a, "-m");
     s_add (a, "%u", cfg->mem_mib);
     s_add (a, "-smp");

@@ -32,4 +32,8 @@ void gw_vmargv_destroy (char ***argv_p);
 //  "kernel", "init" or "qmp". NULL for any other name.
 const char *gw_vmargv_port_file (const char *name);
 
+//  The -cpu QEMU gets: cfg->cpu, else "host" under KVM, "max,erms=off"
+//  under TCG. Part of the template key (gw_tplmeta).
+const char *gw_vmargv_cpu (const gw_vm_config_t *cfg);
+
 #endif

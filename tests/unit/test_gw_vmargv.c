@@ -58,7 +58,7 @@ test_gw_vmargv_is_exactly_the_recipe (void **state)
     //  The whole list, in order: a snapshot restores only into the
     //  template's exact device model, so any change here must be deliberate.
     const char *want [] = {
-        "/usr/bin/qemu-system-x86_64", "-M", "microvm", "-accel", "tcg", "-cpu", "max",
+        "/usr/bin/qemu-system-x86_64", "-M", "microvm", "-accel", "tcg", "-cpu", "max,erms=off",
         "-m", "512", "-smp", "1", "-nodefaults", "-no-user-config", "-nic", "none",
         "-display", "none", "-no-reboot", "-sandbox", SANDBOX,
         "-serial", "file:/r/vm-1/console.log", "-kernel", "/img/vmlinux",
