@@ -29,22 +29,29 @@ struct _gw_persist_t {
     const char *state;                          //  as last written
 };
 
-static int
-s_identity (gw_persist_t *self, const gw_conn_t *conn, const char *file, char *err,
-            size_t errlen)
+int
+gw_persist_conn_read (const gw_conn_t *conn, const char *conn_file, gw_persist_conn_t *out,
+                      char *err, size_t errlen)
 {
+    assert (conn && conn_file && out && err);
+    memset (out, 0, sizeof *out);
     size_t len = 0;
     const uint8_t *key = gw_conn_key (conn, &len);
     char *text = calloc (1, len + 1);
     if (!text)
         abort ();
     memcpy (text, key, len);
-    int rc = gw_keep_identity (file, text, self->identity, sizeof self->identity);
+    int rc = gw_keep_identity (conn_file, text, out->identity, sizeof out->identity);
     free (text);
-    if (rc < 0)
-        snprintf (err, errlen, "connection file %s: %s", file, strerror (-rc));
-    snprintf (self->pause_name, sizeof self->pause_name, "paused-%s", self->identity);
-    return rc;
+    if (rc < 0) {
+        snprintf (err, errlen, "connection file %s: %s", conn_file, strerror (-rc));
+        return rc;
+    }
+    json_t *conn_json = json_load_file (conn_file, 0, NULL);
+    const char *kname = json_string_value (json_object_get (conn_json, "kernel_name"));
+    snprintf (out->kernel_name, sizeof out->kernel_name, "%s", kname ? kname : "");
+    json_decref (conn_json);
+    return 0;
 }
 
 //  The kept /workspace of a restarted predecessor, claimed into a stage
@@ -140,12 +147,9 @@ static void
 s_status (gw_persist_t *self, const char *backend, const char *conn_file)
 {
     char serr [300] = "";
-    json_t *conn_json = json_load_file (conn_file, 0, NULL);    //  jupyter_client's kernel_name
-    const char *kname = json_string_value (json_object_get (conn_json, "kernel_name"));
-    snprintf (self->kernel_name, sizeof self->kernel_name, "%s", kname ? kname : "");
     self->status = gw_status_new (self->base, self->identity, backend, conn_file,
-                                  kname && kname [0] ? kname : NULL, serr, sizeof serr);
-    json_decref (conn_json);
+                                  self->kernel_name [0] ? self->kernel_name : NULL, serr,
+                                  sizeof serr);
     if (!self->status)
         gw_log (GW_LOG_WARN, "session.no_status_file", "reason=\"%s\"", serr);
     else if (self->from [0])
@@ -153,10 +157,10 @@ s_status (gw_persist_t *self, const char *backend, const char *conn_file)
 }
 
 gw_persist_t *
-gw_persist_new (gw_args_t *args, const gw_conn_t *conn, const char *conn_file, char *err,
-                size_t errlen)
+gw_persist_new (gw_args_t *args, const gw_persist_conn_t *facts, const char *conn_file,
+                char *err, size_t errlen)
 {
-    assert (args && conn && conn_file);
+    assert (args && facts && conn_file);
     gw_persist_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
@@ -164,8 +168,10 @@ gw_persist_new (gw_args_t *args, const gw_conn_t *conn, const char *conn_file, c
     const char *from = args->text [GW_OPT_FROM_SNAPSHOT] ? args->text [GW_OPT_FROM_SNAPSHOT]
                      : getenv ("CELLVM_FROM_SNAPSHOT");
     self->microvm = strcmp (backend, "microvm") == 0;
-    if (s_identity (self, conn, conn_file, err, errlen) < 0
-    ||  s_paths (self, args, err, errlen) < 0)
+    snprintf (self->identity, sizeof self->identity, "%s", facts->identity);
+    snprintf (self->kernel_name, sizeof self->kernel_name, "%s", facts->kernel_name);
+    snprintf (self->pause_name, sizeof self->pause_name, "paused-%s", self->identity);
+    if (s_paths (self, args, err, errlen) < 0)
         goto fail;
     s_claim (self);                             //  a restart's /workspace wins over a snapshot
     if (s_from (self, args, from, err, errlen) < 0)

@@ -10,17 +10,30 @@
 #include "gw_args.h"
 #include "gw_backend_microvm.h"
 #include "gw_conn.h"
+#include "gw_keep.h"
 #include "gw_session.h"
 
 typedef struct _gw_persist_t gw_persist_t;
 
-//  Work out the identity from the connection file, sweep old kept
-//  workspaces, claim this identity's, resolve the snapshot store and the
-//  snapshot to start from (--from-snapshot, else CELLVM_FROM_SNAPSHOT) and
-//  check it (it exists, is whole, and matches these VM options). NULL with
-//  one line in err that says which.
-gw_persist_t *gw_persist_new (gw_args_t *args, const gw_conn_t *conn, const char *conn_file,
-                              char *err, size_t errlen);
+//  What a session takes from its connection file: read before the gateway
+//  drops to a service user (gw_priv), who may not reach the file.
+typedef struct {
+    char identity [GW_KEEP_ID_LEN + 8];         //  of the file's real path and key
+    char kernel_name [128];                     //  jupyter_client's, "" unknown
+} gw_persist_conn_t;
+
+//  Those facts of conn_file, whose key conn holds. 0, or -errno with one
+//  line in err.
+int gw_persist_conn_read (const gw_conn_t *conn, const char *conn_file, gw_persist_conn_t *out,
+                          char *err, size_t errlen);
+
+//  From the identity, sweep old kept workspaces, claim this identity's,
+//  resolve the snapshot store and the snapshot to start from
+//  (--from-snapshot, else CELLVM_FROM_SNAPSHOT) and check it (it exists,
+//  is whole, and matches these VM options). NULL with one line in err that
+//  says which.
+gw_persist_t *gw_persist_new (gw_args_t *args, const gw_persist_conn_t *facts,
+                              const char *conn_file, char *err, size_t errlen);
 void gw_persist_destroy (gw_persist_t **self_p);
 
 //  A claimed kept workspace (a directory) for the backend to adopt, or NULL.

@@ -296,13 +296,15 @@ s_gateway (gw_args_t *args)
     gw_backend_t *backend = NULL;
     gw_server_t *server = NULL;
     gw_persist_t *persist = NULL;
+    gw_persist_conn_t facts;
     const char *file = args->text [GW_OPT_CONNECTION_FILE];
     if (!file)
         snprintf (err, sizeof err, "--connection-file is required");
     if (!file || !(conn = gw_conn_load (file, err, sizeof err))
     ||  s_adopt_listen_fds (args, conn, err, sizeof err) < 0
+    ||  gw_persist_conn_read (conn, file, &facts, err, sizeof err) < 0
     ||  s_drop_privileges (args, err, sizeof err) < 0
-    ||  !(persist = gw_persist_new (args, conn, file, err, sizeof err))
+    ||  !(persist = gw_persist_new (args, &facts, file, err, sizeof err))
     ||  !(backend = s_make_backend (args, persist, err, sizeof err))
     ||  !(server = s_server (args, persist, &conn, &backend, signal_fd, err, sizeof err)))
         goto fail;

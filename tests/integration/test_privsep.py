@@ -181,6 +181,24 @@ def test_a_killed_gateway_takes_its_helper_and_vm_with_it(user):
         s.close()
 
 
+def test_a_connection_file_only_root_can_reach_is_read_before_the_drop(user, tmp_path):
+    """As jupyter_client does it as root: the file in a 0700 dir (~/.local/share/jupyter/
+    runtime). The gateway reads it, and its identity and kernel name, before it drops."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    s = Session("cellvm", extra_args=["--user", USER], name="privsep-runtime")
+    s.km.connection_file = str(runtime / "kernel-privsep.json")
+    try:
+        s.start(timeout=TIMEOUT)
+        assert s.output("print(6 * 7)").strip() == "42"
+        assert status(s.gateway_pid)["Uid"].split()[0] == str(user)
+        assert subprocess.run(["setpriv", f"--reuid={user}", f"--regid={user}",
+                               "--clear-groups", "cat", s.km.connection_file],
+                              capture_output=True).returncode != 0     # the user cannot
+    finally:
+        s.close()
+
+
 @pytest.mark.parametrize("args, words", [
     (["--user", "root"], "that is root"),
     (["--user", "no-such-user-cellvm"], "no such user"),
