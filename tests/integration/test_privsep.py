@@ -25,7 +25,9 @@ import pytest
 
 from sessions import GATEWAY, IMAGE, Session, require_image, wait_gone
 
-USER = "cellvm-privsep-test"
+# One user per run: two suites at once (a CI clone beside `make check`) must not remove each
+# other's user or run base.
+USER = f"cellvm-ps-{os.getpid()}"
 HOME = pathlib.Path("/var/lib") / USER
 BASE = 64000                                        # the jail's default uid range
 TIMEOUT = 600
