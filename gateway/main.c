@@ -278,11 +278,10 @@ s_drop_privileges (const gw_args_t *args, char *err, size_t errlen)
     gw_vm_config_t cfg;
     gw_args_vm_config ((gw_args_t *) args, &cfg);
     const char *qemu = args->text [GW_OPT_QEMU] ? args->text [GW_OPT_QEMU] : cfg.qemu;
-    char *exe = gw_vm_which (qemu);             //  the helper's, for its life
-    int rc = gw_priv_drop (user, &cfg.jail, exe, err, errlen);
-    if (rc < 0)
-        free (exe);
-    return rc;
+    static char *exe;                           //  the helper's, for the process's life
+    free (exe);
+    exe = gw_vm_which (qemu);
+    return gw_priv_drop (user, &cfg.jail, exe, err, errlen);
 }
 
 //  The gateway itself: one session, until it ends. The exit code.

@@ -67,6 +67,11 @@ static void
 test_qemu_img_runs_without_capabilities_and_without_the_host (void **state)
 {
     (void) state;
+#if defined (__SANITIZE_ADDRESS__)
+    //  The probe is this binary: sanitized, it needs /proc (not in the jail) to start, and
+    //  its exit-time leak check decides its status. make test runs it unsanitized.
+    skip ();
+#endif
     if (geteuid () != 0)
         skip ();
     char line [256];
