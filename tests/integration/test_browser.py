@@ -442,10 +442,26 @@ class Page:
                        "{ return c.element[0].querySelector('.input_prompt').innerText.replace(/\\s+/g, ''); });")
 
     def menu(self, menu_id, item_id):
+        """Open menu menu_id and click item_id. A click that lands while the page is still busy
+        (a loaded machine) can leave the menu shut: the menu is clicked again each second."""
         from selenium.webdriver.common.by import By
-        self.drv.find_element(By.ID, menu_id).click()
-        item = wait_for(lambda: (lambda e: e if e.is_displayed() else None)(
-            self.drv.find_element(By.CSS_SELECTOR, f"#{item_id} > a")), 10, f"menu item #{item_id}")
+        shown = lambda: (lambda e: e if e.is_displayed() else None)(  # noqa: E731
+            self.drv.find_element(By.CSS_SELECTOR, f"#{item_id} > a"))
+        def open_now():
+            try:
+                return shown()
+            except Exception:           # not on the page yet
+                return None
+        item = None
+        for _ in range(30):
+            if not open_now():
+                self.drv.find_element(By.ID, menu_id).click()
+            try:
+                item = wait_for(shown, 1, f"menu item #{item_id}")
+                break
+            except AssertionError:
+                continue
+        assert item is not None, f"menu item #{item_id}: not shown within 30 s of clicks"
         item.click()
 
 
