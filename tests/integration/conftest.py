@@ -13,12 +13,6 @@ import re
 import shutil
 
 import pytest
-import zmq
-
-# jupyter_client puts every client's sockets in zmq's one global context, whose default cap is
-# 1023 sockets; the suite's clients add up past it late in a run (a client's iopub thread then
-# dies with EMFILE and its cell sees nothing). Set before any socket exists.
-zmq.Context.instance().set(zmq.MAX_SOCKETS, 16384)
 
 import sessions
 from sessions import BUILD, ROOT

@@ -747,6 +747,10 @@ class Session:
                 self.kc.stop_channels()
             except Exception:
                 pass
+            # jupyter_client gives each client a zmq context of its own (two threads, five
+            # fds) and frees it only in __del__, which a kept Session never reaches.
+            if getattr(self.kc, "_created_context", False) and not self.kc.context.closed:
+                self.kc.context.destroy(linger=0)
         try:
             if self.km.has_kernel:
                 self.km.shutdown_kernel(now=False)
