@@ -39,7 +39,12 @@ gw_cmd_build_main (gw_args_t *args)
     if (rc < 0)
         fprintf (stderr, "cellvm-gateway: template build failed: %s\n",
                  err [0] ? err : strerror (-rc));
-    else
-        printf ("template built under %s\n", dir);
+    else {
+        char key [GW_TPLMETA_KEY_LEN + 1];      //  its path, for scripts: the dir holds others
+        if (gw_tplmeta_key (&cfg, key, sizeof key, err, sizeof err) == 0)
+            printf ("template %s/%s built\n", dir, key);
+        else
+            printf ("template built under %s\n", dir);
+    }
     return rc == 0 ? 0 : rc == -EBUSY ? 3 : 1;
 }

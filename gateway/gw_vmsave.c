@@ -140,12 +140,7 @@ s_new_layer (const gw_vmsave_req_t *req, char *name, size_t cap, char *err, size
     if (getrandom (&r, sizeof r, 0) != sizeof r)
         r = (uint32_t) zclock_mono ();
     snprintf (name, cap, "ws-%08x.qcow2", r);
-    char size [32];
-    snprintf (size, sizeof size, "%llu", (unsigned long long) req->cfg->disk_bytes);
-    const char *args [] = { "create", "-q", "-f", "qcow2", "-u", "-b", req->disk_top, "-F",
-                            "qcow2", name, size, NULL };
-    return gw_vm_run_qemu_img (req->cfg->qemu_img, &req->cfg->jail, req->run_dir, NULL, NULL,
-                               args, err, errlen);
+    return gw_vm_new_layer (req->cfg, req->run_dir, name, req->disk_top, err, errlen);
 }
 
 //  In the pause before the switchover: freeze the disk under a new top.

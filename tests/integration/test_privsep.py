@@ -12,6 +12,7 @@ Each probe first shows what it looks for in a control: a root gateway without `-
 Everything started here is killed by pid at the end.
 """
 import json
+import re
 import os
 import pathlib
 import pwd
@@ -73,7 +74,7 @@ def user():
                                text=True, timeout=TIMEOUT)
         assert build.returncode == 0, build.stderr[-3000:]
         assert f"event=gateway.user user={USER}" in build.stderr, build.stderr[-3000:]
-        assert "template built under" in build.stdout or "is up to date" in build.stdout
+        assert re.search(r"^template \S+ (built|is up to date)$", build.stdout, re.M), build.stdout
         yield uid
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -12,6 +12,7 @@ template build takes about a minute; it is cached under the default
 template dir, outside the work tree.
 """
 import json
+import re
 import os
 import pathlib
 import shutil
@@ -39,21 +40,25 @@ PROBE = ("import os, random, uuid, time, json, numpy\n"
 
 
 def build_template(template_dir, timeout=600):
-    """Build (or wait for) the template for the default options."""
+    """Build (or wait for) the template for the default options; its path (the gateway's key
+    names it: the dir may hold others of this image, for another CPU or QEMU)."""
     deadline = time.time() + timeout
     while True:
         p = subprocess.run([str(GATEWAY), "--build-template", "--image", str(IMAGE),
                             "--template-dir", str(template_dir)],
                            capture_output=True, text=True, timeout=timeout)
         if p.returncode == 0:
-            return
+            m = re.search(r"^template (\S+) (built|is up to date)$", p.stdout, re.M)
+            assert m, p.stdout
+            return pathlib.Path(m.group(1))
         assert p.returncode == 3, p.stderr[-2000:]     # 3: another process builds it
         assert time.time() < deadline, "template build by another process never finished"
         time.sleep(5)
 
 
 def our_template(template_dir):
-    """The template of this image with default options, or None."""
+    """A template of this image with default memory and vCPUs, or None: for a dir that holds at
+    most one (build_template names the one in a shared dir)."""
     want = json.loads((IMAGE / "image.json").read_text())["image_hash"]
     for d in pathlib.Path(template_dir).glob("*"):
         try:
@@ -73,8 +78,7 @@ def has_template(template_dir):
 
 @pytest.fixture(scope="module")
 def template():
-    if not has_template(TEMPLATES):
-        build_template(TEMPLATES)
+    build_template(TEMPLATES)                   # at once when it is up to date
     return TEMPLATES
 
 
@@ -131,7 +135,7 @@ def kill_builders(tdir):
 
 def corrupt_copy(template, dest, how):
     """A copy of the good template under dest, damaged as asked."""
-    src = our_template(template)
+    src = build_template(template)
     dst = dest / src.name
     dst.mkdir(parents=True)
     for f in ("ram", "workspace.qcow2"):
