@@ -744,7 +744,7 @@ class Session:
         self.logs.save()                # consoles go with their run dirs
         if self.kc is not None:
             try:
-                self.kc.stop_channels()
+                stop_channels(self.kc)
             except Exception:
                 pass
             # jupyter_client gives each client a zmq context of its own (two threads, five
@@ -767,6 +767,17 @@ class Session:
         if self._log:
             self._log.close()
         self.logs.close()
+
+
+def stop_channels(kc):
+    """kc.stop_channels(), once its heartbeat thread is under way. jupyter_client's HBChannel sets
+    _running only after its first socket: a stop before that is undone, and the thread then makes
+    sockets without pause until its context has no more (EMFILE in a thread, late in a run)."""
+    hb = kc._hb_channel
+    deadline = time.monotonic() + 2
+    while hb is not None and hb.is_alive() and not hb._running and time.monotonic() < deadline:
+        time.sleep(0.005)
+    kc.stop_channels()
 
 
 def start_session(kernel="cellvm", **kw):
