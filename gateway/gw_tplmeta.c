@@ -39,16 +39,24 @@ s_which (const char *name, char *out, size_t cap)
     return -ENOENT;
 }
 
+void
+gw_tplmeta_describe_file (const char *path, char *out, size_t cap)
+{
+    assert (path && out);
+    struct stat st;
+    if (stat (path, &st) == 0)
+        snprintf (out, cap, "%s size=%lld mtime=%lld.%09ld", path, (long long) st.st_size,
+                  (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    else
+        snprintf (out, cap, "%s missing", path);
+}
+
 static void
 s_add_stat (json_t *inputs, const char *what, const char *path)
 {
-    struct stat st;
-    if (stat (path, &st) == 0)
-        json_object_set_new (inputs, what, json_sprintf ("%s size=%lld mtime=%lld.%09ld", path,
-                             (long long) st.st_size, (long long) st.st_mtim.tv_sec,
-                             st.st_mtim.tv_nsec));
-    else
-        json_object_set_new (inputs, what, json_sprintf ("%s missing", path));
+    char text [PATH_MAX + 96];
+    gw_tplmeta_describe_file (path, text, sizeof text);
+    json_object_set_new (inputs, what, json_string (text));
 }
 
 //  The image: its hash, and each file's path, size and mtime.

@@ -68,4 +68,8 @@ unsigned gw_tplmeta_tsc_khz (const gw_tplmeta_t *self);
 //  The inputs recorded by the build (borrowed), NULL when there are none.
 json_t *gw_tplmeta_recorded (const gw_tplmeta_t *self);
 
+//  How inputs record an image file: "PATH size=N mtime=S.NS", or
+//  "PATH missing"; into out.
+void gw_tplmeta_describe_file (const char *path, char *out, size_t cap);
+
 #endif

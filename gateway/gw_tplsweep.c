@@ -42,6 +42,24 @@ s_rootfs_path (json_t *inputs, char *out, size_t cap)
     snprintf (out, cap, "%.*s", end ? (int) (end - v) : (int) strlen (v), v);
 }
 
+//  The rootfs other was built from is gone, or another file is at its path
+//  now: no gateway can make its key again. (Not for a path that cannot be
+//  checked: a mount that is away for a moment.)
+static bool
+s_image_gone (json_t *other)
+{
+    const char *was = json_string_value (json_object_get (other, "rootfs.ext4"));
+    char path [PATH_MAX], now [PATH_MAX + 96];
+    s_rootfs_path (other, path, sizeof path);
+    if (!was || path [0] != '/')
+        return false;
+    struct stat st;
+    if (stat (path, &st) < 0)
+        return errno == ENOENT;
+    gw_tplmeta_describe_file (path, now, sizeof now);
+    return strcmp (now, was) != 0;
+}
+
 //  Why the template with inputs `other` (meta.json last written at mtime)
 //  can go, given ours; NULL to keep it.
 static const char *
@@ -51,6 +69,8 @@ s_why (json_t *ours, json_t *other, time_t mtime, int64_t max_idle_s)
         return NULL;                            //  not ours to judge (or mid-build)
     if (max_idle_s >= 0 && time (NULL) - mtime > max_idle_s)
         return "not restored for longer than the idle limit";
+    if (s_image_gone (other))
+        return "its image is gone or was rebuilt";
     char a [PATH_MAX], b [PATH_MAX];
     s_rootfs_path (ours, a, sizeof a);
     s_rootfs_path (other, b, sizeof b);

@@ -8,7 +8,11 @@
       accelerator, command line, disk size) and the same rootfs path, but
       another key, i.e. an older image or QEMU for the same kernelspec;
     - templates not restored for max_idle_s (gw_template_open touches their
-      meta.json).
+      meta.json);
+    - templates whose image is gone, or rebuilt (its rootfs not the file the
+      build recorded): a deleted checkout's, or one an older CPU model made
+      before the image changed. A path that cannot be checked (but ENOENT)
+      keeps its template.
     A template whose build lock is held is never touched. A clone running
     from a deleted template keeps working: its RAM is mapped and its disk
     open. See docs/snapshots.md.
