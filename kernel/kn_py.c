@@ -282,15 +282,22 @@ s_load_shell (kn_py_t *self, char *err, size_t errlen)
     self->comm = s_load_module ("cellvm_comm", "cellvm_comm.py", kn_pysrc_comm);
     if (self->comm)
         self->debug = s_load_module ("cellvm_debug", "cellvm_debug.py", kn_pysrc_debug);
-    //  cellvm_shell imports cellvm_fast (its fast paths) and cellvm_warm (the template's
-    //  warm-up): loaded here, they are in sys.modules.
-    PyObject *fast = self->comm && self->debug
-                     ? s_load_module ("cellvm_fast", "cellvm_fast.py", kn_pysrc_fast) : NULL;
-    PyObject *warm = fast ? s_load_module ("cellvm_warm", "cellvm_warm.py", kn_pysrc_warm) : NULL;
-    if (warm)
+    //  cellvm_shell imports these (fast paths, the template's warm-up, what it publishes
+    //  with, the kernel without IPython): loaded first, in order, they are in sys.modules.
+    static const struct { const char *name, *file, *src; } parts [] = {
+        { "cellvm_fast", "cellvm_fast.py", kn_pysrc_fast },
+        { "cellvm_warm", "cellvm_warm.py", kn_pysrc_warm },
+        { "cellvm_io", "cellvm_io.py", kn_pysrc_io },
+        { "cellvm_plain", "cellvm_plain.py", kn_pysrc_plain },
+    };
+    bool ok = self->comm && self->debug;
+    for (size_t i = 0; ok && i < sizeof parts / sizeof parts [0]; i++) {
+        PyObject *part = s_load_module (parts [i].name, parts [i].file, parts [i].src);
+        ok = part != NULL;
+        Py_XDECREF (part);
+    }
+    if (ok)
         mod = s_load_module ("cellvm_shell", "cellvm_shell.py", kn_pysrc_shell);
-    Py_XDECREF (fast);
-    Py_XDECREF (warm);
     if (mod)
         cls = PyObject_GetAttrString (mod, "Kernel");
     if (cls)

@@ -7,5 +7,7 @@ extern const char kn_pysrc_comm [];
 extern const char kn_pysrc_debug [];
 extern const char kn_pysrc_fast [];
 extern const char kn_pysrc_warm [];
+extern const char kn_pysrc_io [];
+extern const char kn_pysrc_plain [];
 
 #endif

@@ -46,7 +46,7 @@ _request = None             # the shell request Python handles now: its content 
 
 
 def _dumps(obj):
-    from cellvm_shell import _dumps as dumps     # loaded after us; strict, bytes as base64
+    from cellvm_io import _dumps as dumps        # loaded after us; strict, bytes as base64
     return dumps(obj)
 
 
