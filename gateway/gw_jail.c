@@ -517,7 +517,7 @@ gw_jail_new (const gw_jail_opts_t *opts, const gw_jail_vm_t *vm, int *rc_p, char
 
 gw_jail_t *
 gw_jail_tool_new (const gw_jail_opts_t *opts, const char *exe, const char *run_dir,
-                  const char *disk, const char *rw_dir, const char *ro, int *rc_p,
+                  const char *disk, const char *rw_dir, int *rc_p,
                   char *err, size_t errlen)
 {
     assert (opts && exe && run_dir && rc_p && err);
@@ -531,8 +531,6 @@ gw_jail_tool_new (const gw_jail_opts_t *opts, const char *exe, const char *run_d
     int rc = s_plan_system (self, &vm);
     if (rc == 0 && rw_dir)
         rc = gw_jail_mount_add (self->mounts, rw_dir, true, false);
-    if (rc == 0 && ro)
-        rc = gw_jail_mount_add (self->mounts, ro, false, true);
     if (rc == 0 && disk)
         rc = s_plan_chain (self, &vm);
     if ((*rc_p = rc) < 0) {

@@ -79,11 +79,11 @@ gw_jail_t *gw_jail_new (const gw_jail_opts_t *opts, const gw_jail_vm_t *vm, int 
 //  have written): the same namespaces and minimal root, no capabilities,
 //  no_new_privs, but the gateway's own uid (what it writes is the
 //  gateway's) and no cgroup. Visible: exe, run_dir and rw_dir (NULL: none)
-//  read-write; the backing chain below run_dir/disk (NULL: none) and ro
-//  (NULL: none) read-only. NULL with *rc_p 0 when tools run unjailed.
+//  read-write; the backing chain below run_dir/disk (NULL: none)
+//  read-only. NULL with *rc_p 0 when tools run unjailed.
 gw_jail_t *gw_jail_tool_new (const gw_jail_opts_t *opts, const char *exe, const char *run_dir,
-                             const char *disk, const char *rw_dir, const char *ro, int *rc_p,
-                             char *err, size_t errlen);
+                             const char *disk, const char *rw_dir, int *rc_p, char *err,
+                             size_t errlen);
 
 //  Release the uid slot and remove the cgroup (QEMU must be gone); nulls.
 void gw_jail_destroy (gw_jail_t **self_p);

@@ -263,13 +263,13 @@ s_fsize_limit (const gw_vm_config_t *cfg)
 //  that user); its wait status. 0 or -errno.
 static int
 s_run_tool (const gw_jail_opts_t *opts, gw_vmspawn_t *sp, const char *dir, const char *disk,
-            const char *rw_dir, const char *ro, int *status)
+            const char *rw_dir, int *status)
 {
     char why [300] = "";
     int rc = 0;
     pid_t pid = 0;
     gw_jail_t *jail = gw_priv () ? NULL : gw_jail_tool_new (opts, sp->argv [0], dir, disk,
-                                                           rw_dir, ro, &rc, why, sizeof why);
+                                                           rw_dir, &rc, why, sizeof why);
     sp->jail = jail;
     if (rc == 0)
         rc = gw_vmspawn (sp, &pid, why, sizeof why);
@@ -439,7 +439,7 @@ gw_vm_run_qemu_img (const char *qemu_img, const gw_jail_opts_t *jail, const char
     sp.log_fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
     sp.null_fd = open ("/dev/null", O_RDWR | O_CLOEXEC);
     int status = 0, rc = sp.log_fd < 0 || sp.null_fd < 0 ? -errno
-                       : s_run_tool (jail, &sp, dir, disk, rw_dir, NULL, &status);
+                       : s_run_tool (jail, &sp, dir, disk, rw_dir, &status);
     if (rc == 0 && (!WIFEXITED (status) || WEXITSTATUS (status) != 0))
         rc = -EIO;
     if (rc < 0)

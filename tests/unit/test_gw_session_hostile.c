@@ -98,15 +98,9 @@ s_send_raw_text (tu_session_t *f, const json_t *h, const char *name, const void 
     }
     size_t jlen = 0;
     char *json = ch_msg_encode (msg, &jlen);
-    uint8_t hdr [CH_FRAME_HDR];
-    ch_frame_encode_header (hdr, jlen, CH_FRAME_MAX_DEFAULT);
-    tu_session_kernel_send_raw (f, hdr, sizeof hdr);
-    tu_session_kernel_send_raw (f, json, jlen);
-    for (int i = 0; i < nbuf; i++) {
-        ch_frame_encode_header (hdr, len, CH_FRAME_MAX_DEFAULT);
-        tu_session_kernel_send_raw (f, hdr, sizeof hdr);
-        tu_session_kernel_send_raw (f, text, len);
-    }
+    tu_session_kernel_send_frame (f, json, jlen);
+    for (int i = 0; i < nbuf; i++)
+        tu_session_kernel_send_frame (f, text, len);
     free (json);
     ch_msg_destroy (&msg);
 }
@@ -150,11 +144,7 @@ test_gw_session_raw_text_over_the_cap_once_escaped_ends_kernel (void **state)
 {
     tu_session_t *f = *state;
     gw_session_opts_t opts = { .max_msg = 1000 };
-    tu_session_start (f, &opts);
-    ch_msg_t *hello = tu_session_kernel_recv (f, 1000);
-    ch_msg_destroy (&hello);
-    tu_session_kernel_hello (f);
-    tu_session_pump (f, 20);
+    tu_session_start_ready_with (f, &opts);
     json_t *h = tu_session_execute (f, "ex-ctl", "ctl");
     ch_msg_t *req = tu_session_expect_at_kernel (f, "ex-ctl");
     char ctl [300];                             //  1,800 bytes escaped
@@ -180,11 +170,7 @@ test_gw_session_oversize_kernel_message_ends_kernel (void **state)
 {
     tu_session_t *f = *state;
     gw_session_opts_t opts = { .max_msg = 1000 };
-    tu_session_start (f, &opts);
-    ch_msg_t *hello = tu_session_kernel_recv (f, 1000);
-    ch_msg_destroy (&hello);
-    tu_session_kernel_hello (f);
-    tu_session_pump (f, 20);
+    tu_session_start_ready_with (f, &opts);
     json_t *h = tu_session_execute (f, "ex-big", "big");
     ch_msg_t *req = tu_session_expect_at_kernel (f, "ex-big");
     char text [2000];

@@ -150,12 +150,18 @@ tu_session_kernel_send (tu_session_t *f, ch_channel_t ch, const char *type,
     ch_msg_t *msg = ch_msg_new (ch, type, parent, &content, "kernel-session");
     size_t len = 0;
     char *json = ch_msg_encode (msg, &len);
+    tu_session_kernel_send_frame (f, json, len);
+    free (json);
+    ch_msg_destroy (&msg);
+}
+
+void
+tu_session_kernel_send_frame (tu_session_t *f, const void *data, size_t len)
+{
     uint8_t hdr [CH_FRAME_HDR];
     ch_frame_encode_header (hdr, len, CH_FRAME_MAX_DEFAULT);
     tu_session_kernel_send_raw (f, hdr, sizeof hdr);
-    tu_session_kernel_send_raw (f, json, len);
-    free (json);
-    ch_msg_destroy (&msg);
+    tu_session_kernel_send_raw (f, data, len);
 }
 
 void
@@ -279,7 +285,13 @@ tu_session_start (tu_session_t *f, const gw_session_opts_t *opts)
 void
 tu_session_start_ready (tu_session_t *f)
 {
-    tu_session_start (f, NULL);
+    tu_session_start_ready_with (f, NULL);
+}
+
+void
+tu_session_start_ready_with (tu_session_t *f, const gw_session_opts_t *opts)
+{
+    tu_session_start (f, opts);
     ch_msg_t *hello = tu_session_kernel_recv (f, 1000);
     assert_non_null (hello);
     ch_msg_destroy (&hello);

@@ -67,6 +67,9 @@ const char *tu_session_status_of (const tu_session_seen_t *s);
 
 void tu_session_kernel_send_raw (tu_session_t *f, const void *data, size_t len);
 
+//  One frame: its header (CH_FRAME_MAX_DEFAULT), then data.
+void tu_session_kernel_send_frame (tu_session_t *f, const void *data, size_t len);
+
 //  A message from the kernel (content is taken), framed as the kernel frames it.
 void tu_session_kernel_send (tu_session_t *f, ch_channel_t ch, const char *type,
                              const json_t *parent, json_t *content);
@@ -110,5 +113,8 @@ void tu_session_start (tu_session_t *f, const gw_session_opts_t *opts);
 
 //  Start, read the driver hello, answer it: the kernel is ready.
 void tu_session_start_ready (tu_session_t *f);
+
+//  The same with opts (may be NULL).
+void tu_session_start_ready_with (tu_session_t *f, const gw_session_opts_t *opts);
 
 #endif
