@@ -74,9 +74,14 @@ host_tools() {
     [ -f /usr/include/openssl/evp.h ] || missing+=(libssl-dev)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "[image] installing host packages: ${missing[*]}"
-        apt-get update -qq
+        # The same lock as scripts/deps.sh: a parallel make runs both, and apt allows one at once.
+        local lock=/var/lock/cellvm-deps.lock
+        [ -w /var/lock ] || lock=${TMPDIR:-/tmp}/cellvm-deps.$(id -u).lock
+        exec 7>"$lock"; flock 7
+        apt-get -o DPkg::Lock::Timeout=600 update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
             $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+        exec 7>&-
     fi
 }
 

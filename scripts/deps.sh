@@ -38,13 +38,25 @@ mcp_node_deps() {
     echo "deps: installing nodejs npm (tests/mcp)"
     local sudo=""
     [ "$(id -u)" -eq 0 ] || sudo=sudo
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends nodejs npm
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends nodejs npm
   fi
   echo "deps: npm ci in tests/mcp"
   (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   cp "$dir/package-lock.json" "$stamp"
 }
+
+# One install at a time: `make -j2 all template` reaches this script twice (the image target's
+# own make), and two apt-gets at once fail on apt's lock. The second waits, then finds nothing
+# missing. apt's own lock timeout covers an apt run by something else (unattended upgrades).
+if [ -z "${CELLVM_DEPS_LOCKED:-}" ]; then
+  lock=/var/lock/cellvm-deps.lock
+  [ -w /var/lock ] || lock=${TMPDIR:-/tmp}/cellvm-deps.$(id -u).lock
+  exec 8>"$lock"
+  flock 8
+  export CELLVM_DEPS_LOCKED=1
+fi
+APT_OPTS=(-o DPkg::Lock::Timeout=600)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -59,6 +71,6 @@ echo "deps: installing ${missing[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+$SUDO apt-get "${APT_OPTS[@]}" update -q
+$SUDO apt-get "${APT_OPTS[@]}" install -y -q --no-install-recommends "${missing[@]}"
 mcp_node_deps
