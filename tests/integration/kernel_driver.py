@@ -120,7 +120,7 @@ class Result:
 
 class KernelDriver:
     def __init__(self, kernel_bin, outdir=None, max_frame=None, extra_args=(), env=None,
-                 send_hello=True, startup_timeout=60.0, wait_hello=True):
+                 send_hello=True, startup_timeout=60.0, wait_hello=True, launcher=()):
         self.kernel_bin = str(kernel_bin)
         self.session = uuid.uuid4().hex
         self.max_frame = max_frame or DEFAULT_MAX_FRAME
@@ -140,7 +140,8 @@ class KernelDriver:
         self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # Frames from the kernel are bounded by the default maximum, whatever --max-frame it got.
         self.conn = chanclient.Conn(sock=self.sock, max_frame=DEFAULT_MAX_FRAME)
-        argv = [self.kernel_bin, "--fd", str(child.fileno())]
+        # launcher: a program that execs the kernel (careless_launcher.py), so the same pid
+        argv = list(launcher) + [self.kernel_bin, "--fd", str(child.fileno())]
         if outdir is not None:
             argv += ["--outdir", str(outdir)]
         if max_frame is not None:
