@@ -22,6 +22,7 @@ import time
 import uuid
 
 import chanclient
+import firstuse
 from chanclient import CHANNELS
 
 DEFAULT_MAX_FRAME = chanclient.MAX_FRAME
@@ -149,6 +150,7 @@ class KernelDriver:
         argv += list(extra_args)
         self.argv = argv
         kenv = dict(os.environ if env is None else env)
+        firstuse.ensure(kenv)       # matplotlib's font cache for this HOME, once
         self._stderr_f = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(argv, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
                                      stdout=self._stderr_f, stderr=self._stderr_f, env=kenv,

@@ -40,6 +40,8 @@ import zmq
 from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
+import firstuse
+
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 BUILD = pathlib.Path(os.environ.get("CELLVM_BUILD", ROOT / "build")).resolve()
@@ -542,6 +544,8 @@ class Session:
         env = dict(os.environ, **(self.env or {}))
         if self.fake_log:
             env.setdefault("FAKE_KERNEL_LOG", str(self.fake_log))
+        elif self.backend == "unsafe-local":
+            firstuse.ensure(env)    # the kernel runs on the host, with this HOME
         self._log = open(self.log_path, "ab")
         kw = {"env": env, "stdout": self._log, "stderr": subprocess.STDOUT}
         if self.cwd:
