@@ -66,11 +66,11 @@ s_child_reset_signals (void)
     struct sigaction sa;
     memset (&sa, 0, sizeof sa);
     sa.sa_handler = SIG_DFL;
-    //  The gateway ignores SIGINT and blocks SIGTERM/SIGCHLD; the kernel
-    //  must start with the ordinary dispositions.
-    int sigs [] = { SIGINT, SIGTERM, SIGCHLD, SIGPIPE, SIGHUP, SIGQUIT };
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs [0]; i++)
-        sigaction (sigs [i], &sa, NULL);
+    //  The gateway ignores SIGINT and blocks SIGTERM/SIGCHLD, and whoever
+    //  started it may have ignored more (nohup: SIGHUP): the kernel starts
+    //  from the ordinary dispositions, every one, as QEMU does (gw_vmspawn).
+    for (int sig = 1; sig < NSIG; sig++)
+        sigaction (sig, &sa, NULL);
     sigset_t none;
     sigemptyset (&none);
     sigprocmask (SIG_SETMASK, &none, NULL);

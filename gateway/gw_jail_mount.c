@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,6 +307,30 @@ s_read_all (int fd, char *buf, size_t cap)
     buf [have] = '\0';
 }
 
+//  What ldd does: the loader lists exe's libraries on out_fd, and never runs exe.
+//  posix_spawn's result (0 or an errno).
+static int
+s_spawn_list (char *interp, const char *exe, int out_fd, pid_t *pid)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init (&fa);
+    posix_spawn_file_actions_adddup2 (&fa, out_fd, 1);
+    //  Default dispositions and an empty mask, not the gateway's (both survive exec).
+    posix_spawnattr_t attr;
+    sigset_t all, none;
+    sigfillset (&all);
+    sigemptyset (&none);
+    posix_spawnattr_init (&attr);
+    posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+    posix_spawnattr_setsigdefault (&attr, &all);
+    posix_spawnattr_setsigmask (&attr, &none);
+    char *argv [] = { interp, "--list", (char *) exe, NULL }, *envp [] = { NULL };
+    int rc = posix_spawn (pid, interp, &fa, &attr, argv, envp);
+    posix_spawn_file_actions_destroy (&fa);
+    posix_spawnattr_destroy (&attr);
+    return rc;
+}
+
 char **
 gw_jail_mount_libs (const char *exe)
 {
@@ -320,14 +345,8 @@ gw_jail_mount_libs (const char *exe)
     }
     if (rc < 0 || pipe2 (out, O_CLOEXEC) < 0)
         return NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init (&fa);
-    posix_spawn_file_actions_adddup2 (&fa, out [1], 1);
-    //  What ldd does: the loader lists, and never runs exe.
-    char *argv [] = { interp, "--list", (char *) exe, NULL }, *envp [] = { NULL };
     pid_t pid;
-    rc = posix_spawn (&pid, interp, &fa, NULL, argv, envp);
-    posix_spawn_file_actions_destroy (&fa);
+    rc = s_spawn_list (interp, exe, out [1], &pid);
     close (out [1]);
     char buf [16384];
     s_read_all (rc == 0 ? out [0] : -1, buf, sizeof buf);

@@ -295,17 +295,35 @@ s_on_child (s_self_t *self)
         kill (self->cfg->gateway, SIGCHLD);
 }
 
+//  privd's own signals, whatever the gateway had (a fork keeps them all, and
+//  the other modes fork privd before any signal set-up): SIGCHLD through a
+//  signalfd, nothing else blocked. SIGINT, SIGTERM and SIGHUP, which reach the
+//  gateway's whole process group, are ignored: privd ends with the gateway
+//  (its socket, PR_SET_PDEATHSIG), after the gateway's shutdown needed it.
+static int
+s_signals (void)
+{
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    for (int sig = 1; sig < NSIG; sig++) {
+        bool ignore = sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGPIPE;
+        sa.sa_handler = ignore ? SIG_IGN : SIG_DFL;
+        sigaction (sig, &sa, NULL);
+    }
+    sigset_t set;
+    sigemptyset (&set);
+    sigaddset (&set, SIGCHLD);
+    sigprocmask (SIG_SETMASK, &set, NULL);
+    return signalfd (-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
 int
 gw_privd_run (int sock, const gw_privd_cfg_t *cfg)
 {
     assert (cfg && cfg->qemu);
     static s_self_t self;
     self.cfg = cfg;
-    sigset_t set;
-    sigemptyset (&set);
-    sigaddset (&set, SIGCHLD);
-    sigprocmask (SIG_BLOCK, &set, NULL);
-    int sfd = signalfd (-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    int sfd = s_signals ();
     gw_log (GW_LOG_INFO, "privd.started", "pid=%d gateway=%d uid=%u", (int) getpid (),
             (int) cfg->gateway, (unsigned) cfg->uid);
     for (;;) {

@@ -329,7 +329,15 @@ gw_template_build_detached (char *const argv [], const char *log_path)
         dup2 (log_fd >= 0 ? log_fd : null_fd, 1);
         dup2 (log_fd >= 0 ? log_fd : null_fd, 2);
         close_range (3, ~0U, 0);
-        sigset_t none;                          //  the gateway blocks SIGTERM for its signalfd
+        //  The gateway ignores SIGINT and blocks SIGTERM for its signalfd, and
+        //  both survive exec: the builder and the pool daemon start from the
+        //  ordinary dispositions (every one) and set their own.
+        struct sigaction dfl;
+        memset (&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        for (int sig = 1; sig < NSIG; sig++)
+            sigaction (sig, &dfl, NULL);
+        sigset_t none;
         sigemptyset (&none);
         sigprocmask (SIG_SETMASK, &none, NULL);
         execv (self, argv);

@@ -74,22 +74,29 @@ s_ensure_std_fds (void)
 //  SIGINT is ignored: in Jupyter's "signal" interrupt mode it hits the whole
 //  process group, and our interrupts travel as messages. SIGTERM, SIGHUP
 //  and SIGCHLD arrive through a signalfd. Runs before any thread exists, so
-//  every thread (ZeroMQ's included) inherits the blocked mask.
+//  every thread (ZeroMQ's included) inherits the mask: exactly that set,
+//  whatever the launcher blocked. An ignored signal is dropped, never queued:
+//  SIGTERM and SIGCHLD are set to default first (an inherited SIG_IGN for
+//  SIGCHLD also reaps our children unasked, their exit status lost); an
+//  inherited SIGHUP ignore is nohup's, and honoured.
 static int
 s_setup_signals (void)
 {
     zsys_handler_set (NULL);                    //  no czmq handler, no zsys_interrupted
-    struct sigaction ignore;
-    memset (&ignore, 0, sizeof ignore);
-    ignore.sa_handler = SIG_IGN;
-    sigaction (SIGINT, &ignore, NULL);
-    sigaction (SIGPIPE, &ignore, NULL);
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGPIPE, &sa, NULL);
+    sa.sa_handler = SIG_DFL;
+    sigaction (SIGTERM, &sa, NULL);
+    sigaction (SIGCHLD, &sa, NULL);
     sigset_t set;
     sigemptyset (&set);
     sigaddset (&set, SIGTERM);
     sigaddset (&set, SIGHUP);
     sigaddset (&set, SIGCHLD);
-    sigprocmask (SIG_BLOCK, &set, NULL);
+    sigprocmask (SIG_SETMASK, &set, NULL);
     return signalfd (-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 

@@ -271,6 +271,28 @@ s_load_module (const char *name, const char *file, const char *src)
     return mod;
 }
 
+//  cellvm_shell imports these (fast paths, the template's warm-up, what it publishes
+//  with, the kernel without IPython, jedi's cache): loaded first, in order, they are
+//  in sys.modules. False when one fails (the error is set).
+static bool
+s_load_parts (void)
+{
+    static const struct { const char *name, *file, *src; } parts [] = {
+        { "cellvm_fast", "cellvm_fast.py", kn_pysrc_fast },
+        { "cellvm_warm", "cellvm_warm.py", kn_pysrc_warm },
+        { "cellvm_io", "cellvm_io.py", kn_pysrc_io },
+        { "cellvm_plain", "cellvm_plain.py", kn_pysrc_plain },
+        { "cellvm_jedi", "cellvm_jedi.py", kn_pysrc_jedi },
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts [0]; i++) {
+        PyObject *part = s_load_module (parts [i].name, parts [i].file, parts [i].src);
+        if (!part)
+            return false;
+        Py_DECREF (part);
+    }
+    return true;
+}
+
 static int
 s_load_shell (kn_py_t *self, char *err, size_t errlen)
 {
@@ -282,21 +304,7 @@ s_load_shell (kn_py_t *self, char *err, size_t errlen)
     self->comm = s_load_module ("cellvm_comm", "cellvm_comm.py", kn_pysrc_comm);
     if (self->comm)
         self->debug = s_load_module ("cellvm_debug", "cellvm_debug.py", kn_pysrc_debug);
-    //  cellvm_shell imports these (fast paths, the template's warm-up, what it publishes
-    //  with, the kernel without IPython): loaded first, in order, they are in sys.modules.
-    static const struct { const char *name, *file, *src; } parts [] = {
-        { "cellvm_fast", "cellvm_fast.py", kn_pysrc_fast },
-        { "cellvm_warm", "cellvm_warm.py", kn_pysrc_warm },
-        { "cellvm_io", "cellvm_io.py", kn_pysrc_io },
-        { "cellvm_plain", "cellvm_plain.py", kn_pysrc_plain },
-    };
-    bool ok = self->comm && self->debug;
-    for (size_t i = 0; ok && i < sizeof parts / sizeof parts [0]; i++) {
-        PyObject *part = s_load_module (parts [i].name, parts [i].file, parts [i].src);
-        ok = part != NULL;
-        Py_XDECREF (part);
-    }
-    if (ok)
+    if (self->comm && self->debug && s_load_parts ())
         mod = s_load_module ("cellvm_shell", "cellvm_shell.py", kn_pysrc_shell);
     if (mod)
         cls = PyObject_GetAttrString (mod, "Kernel");

@@ -40,5 +40,10 @@ __asm__ (
     "kn_pysrc_plain:\n"
     ".incbin \"kernel/py/cellvm_plain.py\"\n"
     ".byte 0\n"
+    ".global kn_pysrc_jedi\n"
+    ".type kn_pysrc_jedi, @object\n"
+    "kn_pysrc_jedi:\n"
+    ".incbin \"kernel/py/cellvm_jedi.py\"\n"
+    ".byte 0\n"
     ".previous\n"
 );

@@ -9,5 +9,6 @@ extern const char kn_pysrc_fast [];
 extern const char kn_pysrc_warm [];
 extern const char kn_pysrc_io [];
 extern const char kn_pysrc_plain [];
+extern const char kn_pysrc_jedi [];
 
 #endif

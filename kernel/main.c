@@ -103,11 +103,34 @@ s_capture_flush (void *arg)
     kn_capture_flush (arg);
 }
 
+//  The signals the kernel relies on, whatever its launcher left: dispositions
+//  and the mask survive exec. A background job of a non-interactive shell (and
+//  `nohup ... &`) starts with SIGINT ignored, and CPython installs its
+//  KeyboardInterrupt handler only over SIG_DFL: interrupts would be lost. An
+//  ignored SIGCHLD would have the system reap a cell's children before they
+//  are waited for (their exit status lost). Nothing blocked: cells run on this
+//  thread, and every thread starts from its mask (ours block all themselves).
+//  SIGPIPE ignored: a closed pipe is an error to report, not a death. Other
+//  dispositions stay as the launcher chose (nohup's SIGHUP).
+static void
+s_own_signals (void)
+{
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGCHLD, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction (SIGPIPE, &sa, NULL);
+    sigset_t none;
+    sigemptyset (&none);
+    sigprocmask (SIG_SETMASK, &none, NULL);
+}
+
 //  Log to a copy of fd 2, taken before the capture puts a pipe there.
 static void
 s_start_log (const s_args_t *a)
 {
-    signal (SIGPIPE, SIG_IGN);
     int logfd = fcntl (2, F_DUPFD_CLOEXEC, 3);
     kn_log_init (logfd >= 0 ? logfd : 2, (kn_log_level_t) a->log_level);
 }
@@ -156,6 +179,7 @@ main (int argc, char **argv)
         s_usage (stderr);
         return 2;
     }
+    s_own_signals ();
     s_start_log (&a);
     int fd = s_open_channel (&a);
     if (fd < 0) {

@@ -280,10 +280,17 @@ s_strv_free (char **v)
 static void
 s_child (char **argv, char **envp, int logfd, int nullfd, int errfd)
 {
+    //  Dispositions and the mask survive exec: the gateway starts from the
+    //  ordinary ones, not ours (SIGPIPE ignored, SIGTERM blocked) nor whatever
+    //  cellvm-mcp's own launcher ignored (SIGINT for a background job).
+    struct sigaction dfl;
+    memset (&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++)
+        sigaction (sig, &dfl, NULL);
     sigset_t none;
     sigemptyset (&none);
     sigprocmask (SIG_SETMASK, &none, NULL);
-    signal (SIGPIPE, SIG_DFL);
     setsid ();
     prctl (PR_SET_PDEATHSIG, SIGTERM);
     dup2 (nullfd, 0);

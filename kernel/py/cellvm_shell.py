@@ -19,9 +19,11 @@ import sys
 import time
 import traceback
 
+import _cellvm
 import cellvm_comm
 import cellvm_debug
 import cellvm_fast
+import cellvm_jedi
 import cellvm_warm
 from cellvm_io import _StdinHooks, _dumps, _flush_std, publish
 from cellvm_plain import FallbackBackend
@@ -117,6 +119,22 @@ def _bounded(fn, seconds):
         _armed_until = None
         stop.set()
         sys.excepthook = hook
+
+
+def _or_logged(what, fn, failed=None):
+    """fn(), or `failed` when it raises: a completion or an inspection answers `ok` whatever
+    jedi or the inspector do (IPython's answer, or none), and the failure goes to the
+    kernel's log, not to the client."""
+    try:
+        return fn()
+    except Exception as e:
+        text = ("%s: %s" % (type(e).__name__, e))[:300]
+        try:
+            _cellvm.log("warn", "kernel." + what, text.replace("\\", "\\\\").replace('"', '\\"')
+                        .replace("\n", " "))
+        except Exception:
+            pass
+        return failed
 
 
 # ----------------------------------------------------------------------------
@@ -239,6 +257,7 @@ class IPythonBackend:
 
     def __init__(self):
         self.shell = _make_ipython_shell()
+        cellvm_jedi.install()           # IPython's completer imported jedi, and parso
         self.jedi_too_slow = set()      # _jedi_key()s whose jedi completion overran
         import IPython
         self.banner = "Python %s\nIPython %s (cellvm-kernel)" % (
@@ -269,22 +288,25 @@ class IPythonBackend:
     def complete(self, code, cursor_pos, budget=COMPLETE_BUDGET_S):
         """IPython's own completer first (names from the live objects, no jedi: tens of
         ms), then jedi with what is left of the budget: jedi's answer (what ipykernel
-        gives) if it came in time, else the first. Jedi's first look at a big module
+        gives) if it came in time with matches, else the first. Neither ever raises out of
+        here (_or_logged); jedi's cache is cellvm_jedi's. Jedi's first look at a big module
         costs tens of seconds under TCG (parso parses, e.g., all of pandas' DataFrame
         sources): warm_up() pays that in the template for the usual ones. Where jedi
         overran, it is not asked again for the same object (`df[0].` makes it infer
         DataFrame.__getitem__ from source: a minute, every time). budget None: no bound
         (the warm-up)."""
         end = None if budget is None else time.monotonic() + budget
-        comps = self._completions(code, cursor_pos, False, _left(end))
+        comps = _or_logged("complete", lambda: self._completions(code, cursor_pos, False,
+                                                                 _left(end)), _TIMED_OUT)
         key, left = _jedi_key(code, cursor_pos), _left(end)
         if self.shell.Completer.use_jedi and key not in self.jedi_too_slow and \
                 (left is None or left > 0.1):
-            got = self._completions(code, cursor_pos, True, left)
-            if got is not _TIMED_OUT:
+            got = _or_logged("complete", lambda: self._completions(code, cursor_pos, True, left))
+            if got is _TIMED_OUT:
+                if len(self.jedi_too_slow) < 1000:
+                    self.jedi_too_slow.add(key)
+            elif got:           # IPython swallows jedi's failures into no matches
                 comps = got
-            elif len(self.jedi_too_slow) < 1000:
-                self.jedi_too_slow.add(key)
         return _complete_reply(code, cursor_pos, [] if comps is _TIMED_OUT else comps)
 
     def _completions(self, code, cursor_pos, jedi, seconds):
@@ -306,10 +328,11 @@ class IPythonBackend:
         DataFrame prints the DataFrame); past that too, found: false."""
         from IPython.utils.tokenutil import token_at_cursor
         name = token_at_cursor(code, cursor_pos)
-        bundle = _bounded(lambda: self._inspect_mime(name, detail_level), budget)
+        bundle = _or_logged("inspect", lambda: _bounded(
+            lambda: self._inspect_mime(name, detail_level), budget), _TIMED_OUT)
         if bundle is _TIMED_OUT:
-            bundle = _bounded(lambda: self._inspect_brief(name),
-                              None if budget is None else BRIEF_BUDGET_S)
+            bundle = _or_logged("inspect", lambda: _bounded(
+                lambda: self._inspect_brief(name), None if budget is None else BRIEF_BUDGET_S))
         found = isinstance(bundle, dict)
         return {"status": "ok", "data": bundle if found else {}, "metadata": {},
                 "found": found}

@@ -22,6 +22,7 @@ import time
 import uuid
 
 import chanclient
+import firstuse
 from chanclient import CHANNELS
 
 DEFAULT_MAX_FRAME = chanclient.MAX_FRAME
@@ -120,7 +121,7 @@ class Result:
 
 class KernelDriver:
     def __init__(self, kernel_bin, outdir=None, max_frame=None, extra_args=(), env=None,
-                 send_hello=True, startup_timeout=60.0, wait_hello=True):
+                 send_hello=True, startup_timeout=60.0, wait_hello=True, launcher=()):
         self.kernel_bin = str(kernel_bin)
         self.session = uuid.uuid4().hex
         self.max_frame = max_frame or DEFAULT_MAX_FRAME
@@ -140,7 +141,8 @@ class KernelDriver:
         self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # Frames from the kernel are bounded by the default maximum, whatever --max-frame it got.
         self.conn = chanclient.Conn(sock=self.sock, max_frame=DEFAULT_MAX_FRAME)
-        argv = [self.kernel_bin, "--fd", str(child.fileno())]
+        # launcher: a program that execs the kernel (careless_launcher.py), so the same pid
+        argv = list(launcher) + [self.kernel_bin, "--fd", str(child.fileno())]
         if outdir is not None:
             argv += ["--outdir", str(outdir)]
         if max_frame is not None:
@@ -148,6 +150,7 @@ class KernelDriver:
         argv += list(extra_args)
         self.argv = argv
         kenv = dict(os.environ if env is None else env)
+        firstuse.ensure(kenv)       # matplotlib's font cache for this HOME, once
         self._stderr_f = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(argv, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
                                      stdout=self._stderr_f, stderr=self._stderr_f, env=kenv,

@@ -5,7 +5,8 @@ of timeouts, one process tracker, one place for logs.
 microvm backend one QEMU) plus its BlockingKernelClient. `kernel` is a kernelspec name
 (`cellvm` = microvm, `cellvm-unsafe-local`, ...; KERNELS names them) or "fake": the gateway with
 `--backend unsafe-local --kernel tests/integration/fake_kernel.py`. `extra_args` are appended to
-the kernelspec's argv (a private copy of the spec is written). `start()` launches it and, unless
+the kernelspec's argv (a private copy of the spec is written), and `launcher` is put before it
+(a program that execs the gateway). `start()` launches it and, unless
 `wait=False`, waits READY_TIMEOUT for it to answer.
 
 Every session
@@ -38,6 +39,8 @@ import pytest
 import zmq
 from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+import firstuse
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -474,7 +477,7 @@ class Session:
     """One gateway and its kernel client, started with KernelManager from a kernelspec."""
 
     def __init__(self, kernel="cellvm", *, extra_args=(), image=None, env=None, cwd=None,
-                 key=None, name=None, log_path=None):
+                 key=None, name=None, log_path=None, launcher=()):
         self.kernel = kernel
         self.name = name or f"{kernel}-{next(_serial)}"
         self.env = env                  # extra environment for the gateway, on top of ours
@@ -487,8 +490,8 @@ class Session:
         self.fake_log = self.dir / "fake-kernel.log" if kernel == "fake" else None
         dirs = []
         try:
-            if kernel == "fake" or extra_args or image:
-                spec_name = self._write_spec(kernel, extra_args, image)
+            if kernel == "fake" or extra_args or image or launcher:
+                spec_name = self._write_spec(kernel, extra_args, image, launcher)
                 dirs = [self.dir / "kernels"]
             else:
                 spec_name = kernel
@@ -509,7 +512,7 @@ class Session:
         self._ctx = None
         _SESSIONS.append(self)
 
-    def _write_spec(self, kernel, extra_args, image):
+    def _write_spec(self, kernel, extra_args, image, launcher=()):
         if kernel == "fake":
             if not GATEWAY.exists():
                 pytest.fail(f"{GATEWAY} is missing: run `make`", pytrace=False)
@@ -525,7 +528,8 @@ class Session:
                 argv[argv.index("--image") + 1] = str(image)
             else:
                 argv += ["--image", str(image)]
-        spec["argv"] = argv + [str(a) for a in extra_args]
+        # launcher: a program that execs the gateway (careless_launcher.py), so the same pid
+        spec["argv"] = [str(a) for a in launcher] + argv + [str(a) for a in extra_args]
         spec["display_name"] = f"{spec['display_name']} ({self.name})"
         name = f"cellvm-test-{_safe(self.name).lower()}"
         d = self.dir / "kernels" / name
@@ -540,6 +544,8 @@ class Session:
         env = dict(os.environ, **(self.env or {}))
         if self.fake_log:
             env.setdefault("FAKE_KERNEL_LOG", str(self.fake_log))
+        elif self.backend == "unsafe-local":
+            firstuse.ensure(env)    # the kernel runs on the host, with this HOME
         self._log = open(self.log_path, "ab")
         kw = {"env": env, "stdout": self._log, "stderr": subprocess.STDOUT}
         if self.cwd:
