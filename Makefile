@@ -29,13 +29,14 @@ ifeq ($(CI),true)
   WARN += -Werror
 endif
 CFLAGS ?= $(OPTIMIZATION) -g
-ALL_CFLAGS = $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -MMD -MP -Ichannel -Ikernel -Igateway -Iguest-image/init
+GW_DIRS := $(sort $(dir $(wildcard gateway/*/*.h)))
+ALL_CFLAGS = $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -MMD -MP -Ichannel -Ikernel -Igateway $(GW_DIRS:%/=-I%) -Iguest-image/init
 LDFLAGS += $(SANFLAGS) -pthread
 
 # The channel library (channel/, ch_ prefix) is linked by all three programs.
 CH_SRC := $(wildcard channel/ch_*.c)
 KN_SRC := $(filter-out kernel/main.c,$(wildcard kernel/kn_*.c)) $(CH_SRC)
-GW_SRC := $(wildcard gateway/gw_*.c) $(CH_SRC)
+GW_SRC := $(wildcard gateway/*/gw_*.c) $(CH_SRC)
 GI_SRC := $(filter-out guest-image/init/gi_main.c,$(wildcard guest-image/init/gi_*.c)) $(CH_SRC)
 CH_OBJ := $(CH_SRC:%.c=$(B)/obj/%.o)
 KN_OBJ := $(KN_SRC:%.c=$(B)/obj/%.o)
@@ -78,16 +79,16 @@ $(B)/obj/kernel/kn_pysrc.o: kernel/kn_pysrc.c $(wildcard kernel/py/*.py)
 $(B)/cellvm-kernel: $(B)/obj/kernel/main.o $(KN_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PY_LIBS) -ljansson -lcrypto
 
-$(B)/cellvm-gateway: $(B)/obj/gateway/main.o $(GW_OBJ)
+$(B)/cellvm-gateway: $(B)/obj/gateway/programs/main.o $(GW_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS) -ljansson
 
-# The host-side CLI (cellvm ls/rm/snapshot): gateway/cellvm.c, not gw_-prefixed.
-$(B)/cellvm: $(B)/obj/gateway/cellvm.o $(GW_OBJ)
+# The host-side CLI (cellvm ls/rm/snapshot): gateway/programs/cellvm.c.
+$(B)/cellvm: $(B)/obj/gateway/programs/cellvm.o $(GW_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS) -ljansson
 
 # Preloaded into a jailed QEMU (gw_jail, docs/security.md): never linked into the gateway,
 # and never sanitized (QEMU is not).
-$(B)/cellvm-jailshim.so: gateway/jailshim.c | $(DEPS_STAMP)
+$(B)/cellvm-jailshim.so: gateway/programs/jailshim.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -D_GNU_SOURCE -shared -fPIC -o $@ $< -ldl
 
@@ -96,8 +97,8 @@ $(B)/cellvm-init: $(B)/obj/guest-image/init/gi_main.o $(GI_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lcrypto -lm
 
 # Small on purpose (no libzmq): it listens before the gateway loads (gw_listen.h).
-$(B)/cellvm-launch: $(B)/obj/gateway/launch.o $(B)/obj/gateway/gw_conn.o \
-                    $(B)/obj/gateway/gw_hmac.o $(B)/obj/gateway/gw_listen.o
+$(B)/cellvm-launch: $(B)/obj/gateway/programs/launch.o $(B)/obj/gateway/wire/gw_conn.o \
+                    $(B)/obj/gateway/wire/gw_hmac.o $(B)/obj/gateway/wire/gw_listen.o
 	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lcrypto
 
 # Every unit test links the shared test helpers (tests/unit/tu.h); the
@@ -171,7 +172,7 @@ check:
 
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ichannel -Igateway \
-           -Iguest-image/init
+           $(GW_DIRS:%/=-I%) -Iguest-image/init
 build/fuzz/fuzz_ch_%: tests/fuzz/fuzz_ch_%.c $(CH_SRC) | $(DEPS_STAMP)
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) -o $@ $^ -ljansson -lcrypto
@@ -187,7 +188,7 @@ fuzz: $(FUZZ_TARGETS)
 
 # cellvm-mcp (docs/mcp.md): an MCP server on stdio that drives cellvm-gateway processes as a
 # Jupyter client, with the gateway's own wire codec, signing and connection-file code.
-MC_GW_SRC := gateway/gw_wire.c gateway/gw_hmac.c gateway/gw_conn.c
+MC_GW_SRC := gateway/wire/gw_wire.c gateway/wire/gw_hmac.c gateway/wire/gw_conn.c
 MC_SRC := $(filter-out mcp/mc_main.c,$(wildcard mcp/mc_*.c))
 MC_OBJ := $(MC_SRC:%.c=$(B)/obj/%.o) $(MC_GW_SRC:%.c=$(B)/obj/%.o) $(CH_OBJ)
 MC_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_mc_*.c))
