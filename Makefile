@@ -29,8 +29,7 @@ ifeq ($(CI),true)
   WARN += -Werror
 endif
 CFLAGS ?= $(OPTIMIZATION) -g
-GW_DIRS := $(sort $(dir $(wildcard gateway/*/*.h)))
-ALL_CFLAGS = $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -MMD -MP -Ichannel -Ikernel -Igateway $(GW_DIRS:%/=-I%) -Iguest-image/init
+ALL_CFLAGS = $(WARN) $(CFLAGS) $(SANFLAGS) -D_GNU_SOURCE -MMD -MP -Ichannel -Ikernel -Igateway -Iguest-image/init
 LDFLAGS += $(SANFLAGS) -pthread
 
 # The channel library (channel/, ch_ prefix) is linked by all three programs.
@@ -172,7 +171,7 @@ check:
 
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_CC := clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ichannel -Igateway \
-           $(GW_DIRS:%/=-I%) -Iguest-image/init
+           -Iguest-image/init
 build/fuzz/fuzz_ch_%: tests/fuzz/fuzz_ch_%.c $(CH_SRC) | $(DEPS_STAMP)
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) -o $@ $^ -ljansson -lcrypto

@@ -3,7 +3,7 @@
     The parts every backend shares: destruction, and putting an exit into
     words a person can act on.
 */
-#include "gw_backend.h"
+#include "backend/gw_backend.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -4,12 +4,12 @@
     ZeroMQ I/O threads), so between fork and exec it only makes
     async-signal-safe calls; everything it needs is prepared beforehand.
 */
-#include "gw_backend_local.h"
-#include "gw_keep.h"
-#include "gw_rundir.h"
-#include "gw_wsfiles.h"
-#include "gw_log.h"
-#include "gw_worker.h"
+#include "backend/gw_backend_local.h"
+#include "disk/gw_keep.h"
+#include "vm/gw_rundir.h"
+#include "backend/gw_wsfiles.h"
+#include "base/gw_log.h"
+#include "base/gw_worker.h"
 
 #include <assert.h>
 #include <errno.h>

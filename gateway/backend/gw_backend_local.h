@@ -19,7 +19,7 @@
 #ifndef GW_BACKEND_LOCAL_H
 #define GW_BACKEND_LOCAL_H
 
-#include "gw_backend.h"
+#include "backend/gw_backend.h"
 
 #include <stdint.h>
 

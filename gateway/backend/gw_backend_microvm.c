@@ -8,15 +8,15 @@
     Where VMs come from (a cold boot, a fast start) is opts->seam, so the
     unit tests run all of this on mock VMs.
 */
-#include "gw_backend_microvm.h"
-#include "gw_microvm_int.h"
-#include "gw_chain.h"
-#include "gw_init.h"
-#include "gw_rundir.h"
-#include "gw_vmargv.h"
-#include "gw_log.h"
-#include "gw_vmh.h"
-#include "gw_vmstart.h"
+#include "backend/gw_backend_microvm.h"
+#include "backend/gw_microvm_int.h"
+#include "disk/gw_chain.h"
+#include "guest/gw_init.h"
+#include "vm/gw_rundir.h"
+#include "vm/gw_vmargv.h"
+#include "base/gw_log.h"
+#include "backend/gw_vmh.h"
+#include "backend/gw_vmstart.h"
 #include "ch_frame.h"
 #include "ch_hello.h"
 

@@ -13,9 +13,9 @@
 #ifndef GW_BACKEND_MICROVM_H
 #define GW_BACKEND_MICROVM_H
 
-#include "gw_backend.h"
-#include "gw_vm.h"
-#include "gw_vmh.h"
+#include "backend/gw_backend.h"
+#include "vm/gw_vm.h"
+#include "backend/gw_vmh.h"
 
 typedef struct _gw_vmstart_result_t gw_vmstart_result_t;   //  gw_vmstart.h
 

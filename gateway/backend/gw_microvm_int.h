@@ -5,13 +5,13 @@
 #ifndef GW_MICROVM_INT_H
 #define GW_MICROVM_INT_H
 
-#include "gw_backend_microvm.h"
-#include "gw_init.h"
-#include "gw_vmh.h"
-#include "gw_rundir.h"
-#include "gw_snapstore.h"
-#include "gw_vmstart.h"
-#include "gw_watch.h"
+#include "backend/gw_backend_microvm.h"
+#include "guest/gw_init.h"
+#include "backend/gw_vmh.h"
+#include "vm/gw_rundir.h"
+#include "snap/gw_snapstore.h"
+#include "backend/gw_vmstart.h"
+#include "guest/gw_watch.h"
 
 #include <limits.h>
 #include <stdbool.h>

@@ -3,13 +3,13 @@
     hand-over of /workspace to the next gateway, snapshots and idle pauses
     (docs/sessions.md). The blocking parts run on gw_vmstart's thread.
 */
-#include "gw_microvm_int.h"
+#include "backend/gw_microvm_int.h"
 #include "ch_util.h"
-#include "gw_chain.h"
-#include "gw_log.h"
-#include "gw_rundir.h"
-#include "gw_snapstore.h"
-#include "gw_vmargv.h"
+#include "disk/gw_chain.h"
+#include "base/gw_log.h"
+#include "vm/gw_rundir.h"
+#include "snap/gw_snapstore.h"
+#include "vm/gw_vmargv.h"
 
 #include <czmq.h>
 #include <errno.h>

@@ -4,8 +4,8 @@
     checked, the console is capped (gw_watch). A VM that fails any of it
     is stopped, and the reap says why; the session then starts a new one.
 */
-#include "gw_microvm_int.h"
-#include "gw_log.h"
+#include "backend/gw_microvm_int.h"
+#include "base/gw_log.h"
 
 #include <czmq.h>
 #include <errno.h>

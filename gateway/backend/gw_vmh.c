@@ -1,5 +1,5 @@
 /*  gw_vmh - one handle on a session's VM, whoever holds its QEMU. */
-#include "gw_vmh.h"
+#include "backend/gw_vmh.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -10,8 +10,8 @@
 #ifndef GW_VMH_H
 #define GW_VMH_H
 
-#include "gw_pool.h"
-#include "gw_vm.h"
+#include "snap/gw_pool.h"
+#include "vm/gw_vm.h"
 
 typedef struct {
     const char *kind;                           //  "vm", "pool", "mock"

@@ -1,10 +1,10 @@
 /*  gw_vmstart - a session's VM made ready off the reactor thread. */
-#include "gw_vmstart.h"
-#include "gw_chain.h"
-#include "gw_log.h"
-#include "gw_pool.h"
-#include "gw_template.h"
-#include "gw_snapstore.h"
+#include "backend/gw_vmstart.h"
+#include "disk/gw_chain.h"
+#include "base/gw_log.h"
+#include "snap/gw_pool.h"
+#include "snap/gw_template.h"
+#include "snap/gw_snapstore.h"
 #include "ch_frame.h"
 
 #include <czmq.h>

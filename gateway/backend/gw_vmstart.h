@@ -16,10 +16,10 @@
 #ifndef GW_VMSTART_H
 #define GW_VMSTART_H
 
-#include "gw_backend_microvm.h"
-#include "gw_init.h"
-#include "gw_vmh.h"
-#include "gw_vmsave.h"
+#include "backend/gw_backend_microvm.h"
+#include "guest/gw_init.h"
+#include "backend/gw_vmh.h"
+#include "snap/gw_vmsave.h"
 
 typedef struct _gw_vmstart_t gw_vmstart_t;
 

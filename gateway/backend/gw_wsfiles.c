@@ -1,5 +1,5 @@
 /*  gw_wsfiles - files beneath a workspace directory on the host. */
-#include "gw_wsfiles.h"
+#include "backend/gw_wsfiles.h"
 #include "ch_io.h"
 
 #include <errno.h>

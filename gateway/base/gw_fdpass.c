@@ -1,5 +1,5 @@
 /*  gw_fdpass - text and fds over a unix socket (see gw_fdpass.h). */
-#include "gw_fdpass.h"
+#include "base/gw_fdpass.h"
 
 #include <assert.h>
 #include <errno.h>

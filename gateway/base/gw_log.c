@@ -3,7 +3,7 @@
     Process-wide state (level, destination, prefix) lives here on purpose:
     logging is the one facility every thread shares, like czmq's zsys.
 */
-#include "gw_log.h"
+#include "base/gw_log.h"
 
 #include <assert.h>
 #include <errno.h>

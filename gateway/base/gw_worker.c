@@ -1,5 +1,5 @@
 /*  gw_worker - a thread for the file I/O the reactor must not do itself. */
-#include "gw_worker.h"
+#include "base/gw_worker.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*  gw_args - cellvm-gateway's options (see gw_args.h). */
-#include "gw_args.h"
-#include "gw_template.h"
+#include "cli/gw_args.h"
+#include "snap/gw_template.h"
 
 #include <assert.h>
 #include <errno.h>

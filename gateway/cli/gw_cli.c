@@ -6,9 +6,9 @@
     gateways that are gone (SIGKILLed, crashed) are deleted when they are
     ours; anything else unreadable is skipped with a line on stderr.
 */
-#include "gw_cli.h"
-#include "gw_rundir.h"
-#include "gw_status.h"
+#include "cli/gw_cli.h"
+#include "vm/gw_rundir.h"
+#include "cli/gw_status.h"
 
 #include <assert.h>
 #include <dirent.h>

@@ -2,8 +2,8 @@
     (gw_snapstore.h; see gw_cli.h). A store that does not exist yet is
     empty: listing or collecting never creates it.
 */
-#include "gw_cli.h"
-#include "gw_snapstore.h"
+#include "cli/gw_cli.h"
+#include "snap/gw_snapstore.h"
 
 #include <assert.h>
 #include <errno.h>

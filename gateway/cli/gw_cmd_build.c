@@ -1,8 +1,8 @@
 /*  gw_cmd_build - the template builder's entry point (see gw_cmd_build.h). */
-#include "gw_cmd_build.h"
-#include "gw_template.h"
-#include "gw_tplmeta.h"
-#include "gw_tplsweep.h"
+#include "cli/gw_cmd_build.h"
+#include "snap/gw_template.h"
+#include "snap/gw_tplmeta.h"
+#include "snap/gw_tplsweep.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #ifndef GW_CMD_BUILD_H
 #define GW_CMD_BUILD_H
 
-#include "gw_args.h"
+#include "cli/gw_args.h"
 
 //  The process exit code: 0 (built, or up to date), 3 (another process is
 //  building the same template), 1 (failed; the reason on stderr).

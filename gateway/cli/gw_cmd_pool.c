@@ -1,8 +1,8 @@
 /*  gw_cmd_pool - the pool daemon's entry point (see gw_cmd_pool.h). */
-#include "gw_cmd_pool.h"
-#include "gw_pool.h"
-#include "gw_poold.h"
-#include "gw_poolvm.h"
+#include "cli/gw_cmd_pool.h"
+#include "snap/gw_pool.h"
+#include "snap/gw_poold.h"
+#include "snap/gw_poolvm.h"
 
 #include <limits.h>
 

@@ -8,7 +8,7 @@
 #ifndef GW_CMD_POOL_H
 #define GW_CMD_POOL_H
 
-#include "gw_args.h"
+#include "cli/gw_args.h"
 
 #define GW_CMD_POOL_BUDGET_MIB 4096             //  --pool-budget default
 #define GW_CMD_POOL_IDLE_S 1800                 //  --pool-idle default

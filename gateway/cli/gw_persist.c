@@ -1,11 +1,11 @@
 /*  gw_persist - a session that outlives its gateway (see gw_persist.h). */
-#include "gw_persist.h"
-#include "gw_keep.h"
-#include "gw_log.h"
-#include "gw_rundir.h"
-#include "gw_snapstore.h"
-#include "gw_status.h"
-#include "gw_vmsave.h"
+#include "cli/gw_persist.h"
+#include "disk/gw_keep.h"
+#include "base/gw_log.h"
+#include "vm/gw_rundir.h"
+#include "snap/gw_snapstore.h"
+#include "cli/gw_status.h"
+#include "snap/gw_vmsave.h"
 
 #include <czmq.h>
 #include <assert.h>

@@ -7,11 +7,11 @@
 #ifndef GW_PERSIST_H
 #define GW_PERSIST_H
 
-#include "gw_args.h"
-#include "gw_backend_microvm.h"
-#include "gw_conn.h"
-#include "gw_keep.h"
-#include "gw_session.h"
+#include "cli/gw_args.h"
+#include "backend/gw_backend_microvm.h"
+#include "wire/gw_conn.h"
+#include "disk/gw_keep.h"
+#include "session/gw_session.h"
 
 typedef struct _gw_persist_t gw_persist_t;
 

@@ -1,7 +1,7 @@
 /*  gw_status - a gateway's status file (see gw_status.h). */
-#include "gw_status.h"
-#include "gw_log.h"
-#include "gw_rundir.h"
+#include "cli/gw_status.h"
+#include "base/gw_log.h"
+#include "vm/gw_rundir.h"
 #include "ch_util.h"
 
 #include <assert.h>

@@ -1,6 +1,6 @@
 /*  gw_chain - a /workspace disk's layer chain as files (see gw_chain.h). */
-#include "gw_chain.h"
-#include "gw_rundir.h"
+#include "disk/gw_chain.h"
+#include "vm/gw_rundir.h"
 
 #include <assert.h>
 #include <errno.h>

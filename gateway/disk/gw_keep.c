@@ -4,9 +4,9 @@
     and entries are reached relative to that fd, so a symlink planted in
     place of kept/ leads nowhere.
 */
-#include "gw_keep.h"
-#include "gw_log.h"
-#include "gw_rundir.h"
+#include "disk/gw_keep.h"
+#include "base/gw_log.h"
+#include "vm/gw_rundir.h"
 #include "ch_util.h"
 
 #include <assert.h>

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gw_qcow2.h"
+#include "disk/gw_qcow2.h"
 
 #define S_CLUSTER_BITS 16
 #define S_CLUSTER (1u << S_CLUSTER_BITS)

@@ -1,8 +1,8 @@
 /*  gw_files - files between the client and the session's /workspace. */
-#include "gw_files.h"
+#include "files/gw_files.h"
 #include "ch_util.h"
-#include "gw_log.h"
-#include "gw_xfer.h"
+#include "base/gw_log.h"
+#include "files/gw_xfer.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -12,8 +12,8 @@
 #ifndef GW_FILES_H
 #define GW_FILES_H
 
-#include "gw_backend.h"
-#include "gw_worker.h"
+#include "backend/gw_backend.h"
+#include "base/gw_worker.h"
 #include "ch_msg.h"
 
 #include <stdbool.h>

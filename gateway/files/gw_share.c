@@ -1,7 +1,7 @@
 /*  gw_share - the launch folder, copied into the session (see gw_share.h). */
-#include "gw_share.h"
-#include "gw_log.h"
-#include "gw_xfer.h"
+#include "files/gw_share.h"
+#include "base/gw_log.h"
+#include "files/gw_xfer.h"
 
 #include <czmq.h>
 #include <dirent.h>

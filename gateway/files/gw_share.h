@@ -17,8 +17,8 @@
 #ifndef GW_SHARE_H
 #define GW_SHARE_H
 
-#include "gw_backend.h"
-#include "gw_worker.h"
+#include "backend/gw_backend.h"
+#include "base/gw_worker.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /*  gw_xfer - moving whole files through a backend, one chunk per turn. */
-#include "gw_xfer.h"
+#include "files/gw_xfer.h"
 #include "ch_io.h"
 #include "ch_util.h"
 

@@ -13,9 +13,9 @@
 #ifndef GW_XFER_H
 #define GW_XFER_H
 
-#include "gw_backend.h"
+#include "backend/gw_backend.h"
 #include "ch_msg.h"
-#include "gw_worker.h"
+#include "base/gw_worker.h"
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -1,8 +1,8 @@
 /*  gw_drive - a blocking driver for a VM's init port and kernel channel
     (see gw_drive.h).
 */
-#include "gw_drive.h"
-#include "gw_chan.h"
+#include "guest/gw_drive.h"
+#include "wire/gw_chan.h"
 #include "ch_frame.h"
 #include "ch_hello.h"
 

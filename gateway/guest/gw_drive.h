@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gw_init.h"
-#include "gw_vm.h"
+#include "guest/gw_init.h"
+#include "vm/gw_vm.h"
 
 typedef struct _gw_drive_t gw_drive_t;
 

@@ -4,8 +4,8 @@
     channel library's. Sending never blocks: a request is queued and
     written as the port takes it (gw_init_flush when the fd is writable).
 */
-#include "gw_init.h"
-#include "gw_log.h"
+#include "guest/gw_init.h"
+#include "base/gw_log.h"
 #include "ch_asm.h"
 #include "ch_io.h"
 

@@ -6,9 +6,9 @@
     with pidfd_getfd shares QEMU's open file description, so setting
     O_APPEND on it makes QEMU's writes go to the end, wherever that is now.
 */
-#include "gw_watch.h"
-#include "gw_log.h"
-#include "gw_priv.h"
+#include "guest/gw_watch.h"
+#include "base/gw_log.h"
+#include "jail/gw_priv.h"
 
 #include <assert.h>
 #include <dirent.h>

@@ -1,6 +1,6 @@
 /*  gw_cgroup - one host cgroup per VM (see gw_cgroup.h). */
-#include "gw_cgroup.h"
-#include "gw_log.h"
+#include "jail/gw_cgroup.h"
+#include "base/gw_log.h"
 
 #include <assert.h>
 #include <dirent.h>

@@ -1,9 +1,9 @@
 /*  gw_jail - the jailer every QEMU the gateway starts runs in (gw_jail.h). */
-#include "gw_jail.h"
-#include "gw_cgroup.h"
-#include "gw_chain.h"
-#include "gw_jail_mount.h"
-#include "gw_log.h"
+#include "jail/gw_jail.h"
+#include "jail/gw_cgroup.h"
+#include "disk/gw_chain.h"
+#include "jail/gw_jail_mount.h"
+#include "base/gw_log.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*  gw_jail_mount - the minimal root a jailed QEMU sees (see gw_jail_mount.h). */
-#include "gw_jail_mount.h"
+#include "jail/gw_jail_mount.h"
 
 #include <assert.h>
 #include <elf.h>

@@ -1,8 +1,8 @@
 /*  gw_priv - the unprivileged gateway's side of privilege separation (see gw_priv.h). */
-#include "gw_priv.h"
-#include "gw_log.h"
-#include "gw_privd.h"
-#include "gw_privmsg.h"
+#include "jail/gw_priv.h"
+#include "base/gw_log.h"
+#include "jail/gw_privd.h"
+#include "jail/gw_privmsg.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -15,8 +15,8 @@
 #ifndef GW_PRIV_H
 #define GW_PRIV_H
 
-#include "gw_jail.h"
-#include "gw_vmspawn.h"
+#include "jail/gw_jail.h"
+#include "jail/gw_vmspawn.h"
 
 #include <stdbool.h>
 #include <stddef.h>

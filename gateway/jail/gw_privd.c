@@ -1,8 +1,8 @@
 /*  gw_privd - the privileged helper (see gw_privd.h). */
-#include "gw_privd.h"
-#include "gw_log.h"
-#include "gw_vmspawn.h"
-#include "gw_watch.h"
+#include "jail/gw_privd.h"
+#include "base/gw_log.h"
+#include "jail/gw_vmspawn.h"
+#include "guest/gw_watch.h"
 
 #include <assert.h>
 #include <errno.h>

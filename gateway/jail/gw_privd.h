@@ -16,8 +16,8 @@
 #ifndef GW_PRIVD_H
 #define GW_PRIVD_H
 
-#include "gw_jail.h"
-#include "gw_privmsg.h"
+#include "jail/gw_jail.h"
+#include "jail/gw_privmsg.h"
 
 #include <sys/stat.h>
 #include <sys/types.h>

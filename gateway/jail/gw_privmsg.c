@@ -1,5 +1,5 @@
 /*  gw_privmsg - the gateway's requests to its privileged helper (see gw_privmsg.h). */
-#include "gw_privmsg.h"
+#include "jail/gw_privmsg.h"
 
 #include <assert.h>
 #include <errno.h>

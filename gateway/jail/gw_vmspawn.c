@@ -1,5 +1,5 @@
 /*  gw_vmspawn - start one program for gw_vm (see gw_vmspawn.h). */
-#include "gw_vmspawn.h"
+#include "jail/gw_vmspawn.h"
 
 #include <errno.h>
 #include <fcntl.h>

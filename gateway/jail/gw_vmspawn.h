@@ -11,7 +11,7 @@
 #ifndef GW_VMSPAWN_H
 #define GW_VMSPAWN_H
 
-#include "gw_jail.h"
+#include "jail/gw_jail.h"
 
 #include <stddef.h>
 #include <sys/resource.h>

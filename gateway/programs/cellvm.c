@@ -4,8 +4,8 @@
     which ones apply, and any other is a usage error rather than silently
     ignored. Exit status: 0 done, 1 failed, 2 usage.
 */
-#include "gw_cli.h"
-#include "gw_log.h"
+#include "cli/gw_cli.h"
+#include "base/gw_log.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,8 +6,8 @@
     Anything unusual (no connection file, ipc, an IPv6 address, a port
     taken) execs the gateway unchanged: it reports the problem itself.
 */
-#include "gw_conn.h"
-#include "gw_listen.h"
+#include "wire/gw_conn.h"
+#include "wire/gw_listen.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,8 +6,8 @@
     serves until $TERM, in both cases, so destroy never waits on a dead
     thread.
 */
-#include "gw_heartbeat.h"
-#include "gw_log.h"
+#include "server/gw_heartbeat.h"
+#include "base/gw_log.h"
 
 #include <assert.h>
 #include <czmq.h>

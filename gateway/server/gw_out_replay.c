@@ -1,8 +1,8 @@
 /*  gw_out_replay - cellvm_replay_request (see gw_out_replay.h, docs/replay.md). */
-#include "gw_out_replay.h"
-#include "gw_check.h"
-#include "gw_log.h"
-#include "gw_replay.h"
+#include "server/gw_out_replay.h"
+#include "session/gw_check.h"
+#include "base/gw_log.h"
+#include "server/gw_replay.h"
 
 #include <czmq.h>
 #include <errno.h>

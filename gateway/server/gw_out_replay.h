@@ -12,8 +12,8 @@
 #ifndef GW_OUT_REPLAY_H
 #define GW_OUT_REPLAY_H
 
-#include "gw_out.h"
-#include "gw_wire.h"
+#include "session/gw_out.h"
+#include "wire/gw_wire.h"
 #include "ch_msg.h"
 
 typedef struct _gw_out_replay_t gw_out_replay_t;

@@ -5,7 +5,7 @@
     oldest first. A message leaves both lists when its cell is evicted, but
     lives on while a selection still holds it.
 */
-#include "gw_replay.h"
+#include "server/gw_replay.h"
 
 #include <czmq.h>
 #include <errno.h>

@@ -4,11 +4,11 @@
     its high-water mark, and both are sent with ZMQ_DONTWAIT, so one slow or
     vanished client cannot stall the kernel's output for the others.
 */
-#include "gw_server.h"
-#include "gw_heartbeat.h"
-#include "gw_log.h"
-#include "gw_out_replay.h"
-#include "gw_wire.h"
+#include "server/gw_server.h"
+#include "server/gw_heartbeat.h"
+#include "base/gw_log.h"
+#include "server/gw_out_replay.h"
+#include "wire/gw_wire.h"
 
 #include <czmq.h>
 #include <errno.h>

@@ -16,9 +16,9 @@
 
 #include <stddef.h>
 
-#include "gw_backend.h"
-#include "gw_conn.h"
-#include "gw_session.h"
+#include "backend/gw_backend.h"
+#include "wire/gw_conn.h"
+#include "session/gw_session.h"
 
 typedef struct _gw_server_t gw_server_t;
 

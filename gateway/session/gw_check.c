@@ -4,7 +4,7 @@
     b (boolean), o (object), a (array of strings), so a table row reads like
     the spec. Fields not listed are allowed and passed through.
 */
-#include "gw_check.h"
+#include "session/gw_check.h"
 #include "ch_hello.h"
 
 #include <assert.h>

@@ -1,5 +1,5 @@
 /*  gw_env - the environment a client means for the kernel (see gw_env.h). */
-#include "gw_env.h"
+#include "session/gw_env.h"
 
 #include <assert.h>
 #include <stdbool.h>

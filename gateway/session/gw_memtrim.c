@@ -1,5 +1,5 @@
 /*  gw_memtrim - what a paused session's gateway gives back (see gw_memtrim.h). */
-#include "gw_memtrim.h"
+#include "session/gw_memtrim.h"
 #include <errno.h>
 #include <inttypes.h>
 #include <malloc.h>

@@ -1,5 +1,5 @@
 /*  gw_out - what the session sends to clients, stamped as the gateway's. */
-#include "gw_out.h"
+#include "session/gw_out.h"
 
 #include <assert.h>
 #include <stdio.h>

@@ -3,8 +3,8 @@
     Two lists in arrival order. A session has a handful of requests in
     flight, so lookups are linear.
 */
-#include "gw_reqs.h"
-#include "gw_check.h"
+#include "session/gw_reqs.h"
+#include "session/gw_check.h"
 
 #include <assert.h>
 #include <czmq.h>

@@ -13,17 +13,17 @@
     that arrive before the hello are held and sent after it; they survive a
     failed start and go to the next kernel.
 */
-#include "gw_session_int.h"
+#include "session/gw_session_int.h"
 #include "ch_hello.h"
-#include "gw_files.h"
-#include "gw_worker.h"
-#include "gw_chan.h"
-#include "gw_env.h"
-#include "gw_check.h"
-#include "gw_log.h"
-#include "gw_out.h"
-#include "gw_reqs.h"
-#include "gw_watch.h"
+#include "files/gw_files.h"
+#include "base/gw_worker.h"
+#include "wire/gw_chan.h"
+#include "session/gw_env.h"
+#include "session/gw_check.h"
+#include "base/gw_log.h"
+#include "session/gw_out.h"
+#include "session/gw_reqs.h"
+#include "guest/gw_watch.h"
 #include "ch_frame.h"
 
 #include <czmq.h>

@@ -26,9 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gw_backend.h"
-#include "gw_out.h"
-#include "gw_wire.h"
+#include "backend/gw_backend.h"
+#include "session/gw_out.h"
+#include "wire/gw_wire.h"
 #include "ch_msg.h"
 
 typedef struct _gw_session_t gw_session_t;

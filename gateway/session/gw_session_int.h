@@ -7,12 +7,12 @@
 #ifndef GW_SESSION_INT_H
 #define GW_SESSION_INT_H
 
-#include "gw_session.h"
-#include "gw_chan.h"
-#include "gw_files.h"
-#include "gw_reqs.h"
-#include "gw_share.h"
-#include "gw_worker.h"
+#include "session/gw_session.h"
+#include "wire/gw_chan.h"
+#include "files/gw_files.h"
+#include "session/gw_reqs.h"
+#include "files/gw_share.h"
+#include "base/gw_worker.h"
 
 #include <czmq.h>
 

@@ -7,10 +7,10 @@
     everything with the same parent) until the copy is done. See
     gw_session.c for the lifecycle.
 */
-#include "gw_session_int.h"
-#include "gw_check.h"
-#include "gw_log.h"
-#include "gw_out.h"
+#include "session/gw_session_int.h"
+#include "session/gw_check.h"
+#include "base/gw_log.h"
+#include "session/gw_out.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -3,11 +3,11 @@
     transparent resume, snapshots on request, and the hand-over of
     /workspace on a client restart (docs/sessions.md).
 */
-#include "gw_session_int.h"
-#include "gw_memtrim.h"
-#include "gw_log.h"
-#include "gw_out.h"
-#include "gw_snapstore.h"
+#include "session/gw_session_int.h"
+#include "session/gw_memtrim.h"
+#include "base/gw_log.h"
+#include "session/gw_out.h"
+#include "snap/gw_snapstore.h"
 
 #include <czmq.h>
 #include <errno.h>

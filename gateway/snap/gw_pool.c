@@ -1,10 +1,10 @@
 /*  gw_pool - the gateway's side of a hand-out from the warm pool (see
     gw_pool.h; the daemon is gw_poold, docs/snapshots.md).
 */
-#include "gw_pool.h"
-#include "gw_fdpass.h"
-#include "gw_rundir.h"
-#include "gw_tplmeta.h"
+#include "snap/gw_pool.h"
+#include "base/gw_fdpass.h"
+#include "vm/gw_rundir.h"
+#include "snap/gw_tplmeta.h"
 
 #include <assert.h>
 #include <errno.h>

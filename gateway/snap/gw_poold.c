@@ -1,9 +1,9 @@
 /*  gw_poold - the warm pool daemon and its clone holders (see gw_poold.h,
     docs/snapshots.md).
 */
-#include "gw_poold.h"
-#include "gw_fdpass.h"
-#include "gw_log.h"
+#include "snap/gw_poold.h"
+#include "base/gw_fdpass.h"
+#include "base/gw_log.h"
 
 #include <czmq.h>
 #include <assert.h>

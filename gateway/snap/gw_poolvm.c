@@ -1,7 +1,7 @@
 /*  gw_poolvm - the pool's real VM operations (see gw_poolvm.h). */
-#include "gw_poolvm.h"
-#include "gw_drive.h"
-#include "gw_template.h"
+#include "snap/gw_poolvm.h"
+#include "guest/gw_drive.h"
+#include "snap/gw_template.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -12,8 +12,8 @@
 #ifndef GW_POOLVM_H
 #define GW_POOLVM_H
 
-#include "gw_poold.h"
-#include "gw_vm.h"
+#include "snap/gw_poold.h"
+#include "vm/gw_vm.h"
 
 typedef struct _gw_poolvm_t gw_poolvm_t;
 

@@ -1,6 +1,6 @@
 /*  gw_snapshot - a VM's device state to and from a file (see gw_snapshot.h). */
-#include "gw_snapshot.h"
-#include "gw_qmp.h"
+#include "snap/gw_snapshot.h"
+#include "vm/gw_qmp.h"
 
 #include <czmq.h>
 #include <assert.h>

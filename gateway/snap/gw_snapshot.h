@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "gw_vm.h"
+#include "vm/gw_vm.h"
 
 //  Stop vm (a running template) and write its device state to path
 //  (created 0600, or truncated), waiting up to timeout_ms for the migration

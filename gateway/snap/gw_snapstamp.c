@@ -1,6 +1,6 @@
 /*  gw_snapstamp - a snapshot's verification stamp (see gw_snapstamp.h). */
-#include "gw_snapstamp.h"
-#include "gw_snapstore.h"
+#include "snap/gw_snapstamp.h"
+#include "snap/gw_snapstore.h"
 #include "ch_util.h"
 
 #include <assert.h>

@@ -5,10 +5,10 @@
     store's contents may be corrupt or planted (symlinks, FIFOs, huge or
     broken meta.json), and none of it is trusted.
 */
-#include "gw_snapstore.h"
+#include "snap/gw_snapstore.h"
 #include "ch_util.h"
-#include "gw_log.h"
-#include "gw_rundir.h"
+#include "base/gw_log.h"
+#include "vm/gw_rundir.h"
 
 #include <assert.h>
 #include <dirent.h>

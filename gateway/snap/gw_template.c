@@ -1,11 +1,11 @@
 /*  gw_template - snapshot templates (see gw_template.h, docs/snapshots.md). */
-#include "gw_template.h"
+#include "snap/gw_template.h"
 #include "ch_util.h"
-#include "gw_drive.h"
-#include "gw_log.h"
-#include "gw_rundir.h"
-#include "gw_snapshot.h"
-#include "gw_tplmeta.h"
+#include "guest/gw_drive.h"
+#include "base/gw_log.h"
+#include "vm/gw_rundir.h"
+#include "snap/gw_snapshot.h"
+#include "snap/gw_tplmeta.h"
 
 #include <czmq.h>
 #include <assert.h>

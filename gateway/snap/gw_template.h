@@ -26,8 +26,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "gw_init.h"
-#include "gw_vm.h"
+#include "guest/gw_init.h"
+#include "vm/gw_vm.h"
 
 typedef struct _gw_template_t gw_template_t;
 

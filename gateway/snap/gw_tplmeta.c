@@ -1,6 +1,6 @@
 /*  gw_tplmeta - a template's key and meta.json (see gw_tplmeta.h). */
-#include "gw_tplmeta.h"
-#include "gw_vmargv.h"
+#include "snap/gw_tplmeta.h"
+#include "vm/gw_vmargv.h"
 #include "ch_util.h"
 
 #include <assert.h>

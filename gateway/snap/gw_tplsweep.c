@@ -1,10 +1,10 @@
 /*  gw_tplsweep - deleting snapshot templates nobody will restore again
     (see gw_tplsweep.h).
 */
-#include "gw_tplsweep.h"
-#include "gw_log.h"
-#include "gw_rundir.h"
-#include "gw_tplmeta.h"
+#include "snap/gw_tplsweep.h"
+#include "base/gw_log.h"
+#include "vm/gw_rundir.h"
+#include "snap/gw_tplmeta.h"
 
 #include <assert.h>
 #include <dirent.h>

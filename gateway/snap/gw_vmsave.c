@@ -1,10 +1,10 @@
 /*  gw_vmsave - session snapshots: save and resume (see gw_vmsave.h). */
-#include "gw_snapstamp.h"
-#include "gw_vmsave.h"
+#include "snap/gw_snapstamp.h"
+#include "snap/gw_vmsave.h"
 #include "ch_util.h"
-#include "gw_log.h"
-#include "gw_qmp.h"
-#include "gw_tplmeta.h"
+#include "base/gw_log.h"
+#include "vm/gw_qmp.h"
+#include "snap/gw_tplmeta.h"
 
 #include <czmq.h>
 #include <assert.h>

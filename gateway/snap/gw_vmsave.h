@@ -25,8 +25,8 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "gw_snapstore.h"
-#include "gw_vm.h"
+#include "snap/gw_snapstore.h"
+#include "vm/gw_vm.h"
 
 typedef struct {
     const char *run_dir;                        //  the VM's: qmp.sock and its disk layers

@@ -3,7 +3,7 @@
     Host files are read with a bound: only the first CPU's block of
     /proc/cpuinfo matters, and it is a few KiB on any machine.
 */
-#include "gw_accel.h"
+#include "vm/gw_accel.h"
 
 #include <assert.h>
 #include <errno.h>

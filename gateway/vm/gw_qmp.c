@@ -4,8 +4,8 @@
     newline; a buffer full of bytes without one is a protocol error, so QEMU
     (or whatever sits on the socket) cannot make us allocate without bound.
 */
-#include "gw_qmp.h"
-#include "gw_log.h"
+#include "vm/gw_qmp.h"
+#include "base/gw_log.h"
 
 #include <czmq.h>
 #include <assert.h>

@@ -4,9 +4,9 @@
     /proc/PID/stat), so a recycled pid does not keep a dead gateway's
     directory alive forever.
 */
-#include "gw_rundir.h"
+#include "vm/gw_rundir.h"
 #include "ch_util.h"
-#include "gw_log.h"
+#include "base/gw_log.h"
 
 #include <assert.h>
 #include <dirent.h>

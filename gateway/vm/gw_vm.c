@@ -4,14 +4,14 @@
     ZeroMQ I/O threads), so between fork and exec it only makes
     async-signal-safe calls; everything it needs is prepared beforehand.
 */
-#include "gw_vm.h"
-#include "gw_chain.h"
-#include "gw_log.h"
-#include "gw_priv.h"
-#include "gw_qcow2.h"
-#include "gw_rundir.h"
-#include "gw_vmargv.h"
-#include "gw_vmspawn.h"
+#include "vm/gw_vm.h"
+#include "disk/gw_chain.h"
+#include "base/gw_log.h"
+#include "jail/gw_priv.h"
+#include "disk/gw_qcow2.h"
+#include "vm/gw_rundir.h"
+#include "vm/gw_vmargv.h"
+#include "jail/gw_vmspawn.h"
 
 #include <czmq.h>
 #include <assert.h>

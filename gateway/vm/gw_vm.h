@@ -28,8 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gw_accel.h"
-#include "gw_jail.h"
+#include "vm/gw_accel.h"
+#include "jail/gw_jail.h"
 
 typedef struct _gw_vm_t gw_vm_t;
 

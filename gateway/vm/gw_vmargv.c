@@ -1,5 +1,5 @@
 /*  gw_vmargv - QEMU's command line for one microVM (pure). */
-#include "gw_vmargv.h"
+#include "vm/gw_vmargv.h"
 
 #include <assert.h>
 #include <errno.h>

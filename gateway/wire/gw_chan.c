@@ -4,7 +4,7 @@
     decoder before returning, so no received byte ever waits in a buffer of
     ours while poll() says the fd is quiet.
 */
-#include "gw_chan.h"
+#include "wire/gw_chan.h"
 #include "ch_asm.h"
 #include "ch_io.h"
 

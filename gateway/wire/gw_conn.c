@@ -5,8 +5,8 @@
     our messages, and not through jansson's error text either (which quotes
     the token near a syntax error, and that token may be the key).
 */
-#include "gw_conn.h"
-#include "gw_hmac.h"
+#include "wire/gw_conn.h"
+#include "wire/gw_hmac.h"
 
 #include <assert.h>
 #include <errno.h>

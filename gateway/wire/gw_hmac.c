@@ -3,7 +3,7 @@
     The MAC context is keyed once in gw_hmac_new; each signature works on a
     duplicate of it, so the key schedule is not redone per message.
 */
-#include "gw_hmac.h"
+#include "wire/gw_hmac.h"
 
 #include <assert.h>
 #include <errno.h>

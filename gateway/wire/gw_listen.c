@@ -1,7 +1,7 @@
 /*  gw_listen - listening sockets for a connection file's ports, made
     before the gateway runs (see gw_listen.h).
 */
-#include "gw_listen.h"
+#include "wire/gw_listen.h"
 
 #include <arpa/inet.h>
 #include <assert.h>

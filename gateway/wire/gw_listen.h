@@ -12,7 +12,7 @@
 #ifndef GW_LISTEN_H
 #define GW_LISTEN_H
 
-#include "gw_conn.h"
+#include "wire/gw_conn.h"
 
 //  Bind and listen on every port of conn, in gw_port_t order. Only for tcp
 //  with an IPv4 literal or "*" / "0.0.0.0"; -ENOTSUP otherwise. 0, or

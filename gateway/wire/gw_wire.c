@@ -4,7 +4,7 @@
     possible: size cap, delimiter, frame count, then the signature (constant
     time), then the replay history, and only then any JSON parsing.
 */
-#include "gw_wire.h"
+#include "wire/gw_wire.h"
 
 #include <assert.h>
 #include <errno.h>

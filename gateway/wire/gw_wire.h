@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gw_hmac.h"
+#include "wire/gw_hmac.h"
 #include "ch_msg.h"
 
 #define GW_WIRE_DELIM "<IDS|MSG>"

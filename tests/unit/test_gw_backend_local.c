@@ -24,9 +24,9 @@
 #include <cmocka.h>
 
 #include "ch_util.h"
-#include "gw_backend_local.h"
-#include "gw_keep.h"
-#include "gw_rundir.h"
+#include "backend/gw_backend_local.h"
+#include "disk/gw_keep.h"
+#include "vm/gw_rundir.h"
 #include "tu.h"
 
 typedef struct {

@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gw_rundir.h"
+#include "vm/gw_rundir.h"
 #include "tu.h"
 
 typedef struct {

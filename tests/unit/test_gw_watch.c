@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gw_watch.h"
+#include "guest/gw_watch.h"
 #include "ch_msg.h"
 
 static char s_why [400];
