@@ -7,6 +7,8 @@
 #include "backend/gw_backend_local.h"
 #include "disk/gw_keep.h"
 #include "vm/gw_rundir.h"
+#include "base/gw_fs.h"
+#include "base/gw_runbase.h"
 #include "backend/gw_wsfiles.h"
 #include "base/gw_log.h"
 #include "base/gw_worker.h"
@@ -441,7 +443,7 @@ s_adopt (s_local_t *self, const char *adopt_dir)
         gw_log (GW_LOG_WARN, "keep.adopt_fresh", "dir=%s reason=\"%s\"", adopt_dir, why);
     else
         gw_log (GW_LOG_INFO, "keep.adopted", "dir=%s workspace=%s", adopt_dir, self->workspace);
-    if (!foreign && (rc = gw_rundir_remove_tree (adopt_dir)) < 0)
+    if (!foreign && (rc = gw_fs_remove_tree (adopt_dir)) < 0)
         gw_log (GW_LOG_WARN, "keep.left", "dir=%s reason=\"%s\"", adopt_dir, strerror (-rc));
     return !why;
 }
@@ -457,7 +459,7 @@ s_make_outdir (s_local_t *self)
         return -errno;
     if (s_own_dir (self->outdir))
         return 0;
-    int rc = gw_rundir_remove_tree (self->outdir);
+    int rc = gw_fs_remove_tree (self->outdir);
     if (rc == 0 && mkdir (self->outdir, 0700) < 0)
         rc = -errno;
     return rc;
@@ -468,7 +470,7 @@ static int
 s_make_workspace (s_local_t *self, const char *adopt_dir, char *err, size_t errlen)
 {
     char base [4096];
-    if (gw_rundir_default_base (base, sizeof base) == 0)
+    if (gw_runbase_default (base, sizeof base) == 0)
         gw_rundir_sweep (base);                 //  what SIGKILLed gateways left
     self->run = gw_rundir_new (NULL, err, errlen);
     if (!self->run)

@@ -8,6 +8,7 @@
 #include "disk/gw_chain.h"
 #include "base/gw_log.h"
 #include "vm/gw_rundir.h"
+#include "base/gw_fs.h"
 #include "snap/gw_snapstore.h"
 #include "vm/gw_vmargv.h"
 
@@ -190,7 +191,7 @@ s_keep_paused (s_self_t *self, const char *dir, char *err, size_t errlen)
     char dst [PATH_MAX + 32];
     snprintf (dst, sizeof dst, "%s/" GW_SNAP_DISK, dir);
     int rc = link (gw_snapref_disk (self->paused_ref), dst) == 0 ? 0
-           : gw_rundir_copy (gw_snapref_disk (self->paused_ref), dst, true);
+           : gw_fs_copy (gw_snapref_disk (self->paused_ref), dst, true);
     if (rc == 0)
         rc = gw_chain_write_top (dir, GW_SNAP_DISK);
     if (rc < 0)

@@ -7,7 +7,7 @@
     ours; anything else unreadable is skipped with a line on stderr.
 */
 #include "cli/gw_cli.h"
-#include "vm/gw_rundir.h"
+#include "base/gw_runbase.h"
 #include "cli/gw_status.h"
 
 #include <assert.h>
@@ -223,7 +223,7 @@ s_collect (const gw_cli_opts_t *opts, json_t **out)
     int rc = 0;
     if (opts->run_base)
         snprintf (base, sizeof base, "%s", opts->run_base);
-    else if ((rc = gw_rundir_default_base (base, sizeof base)) < 0) {
+    else if ((rc = gw_runbase_default (base, sizeof base)) < 0) {
         gw_cli_error ("the default run base does not fit in a path; give --run-base DIR");
         return rc;
     }

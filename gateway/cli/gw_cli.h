@@ -27,7 +27,7 @@
 #define GW_CLI_SNAP_WAIT_MS 5000                //  snapshot rm: for starts reading it
 
 typedef struct {
-    const char *run_base;                       //  --run-base; NULL: gw_rundir_default_base
+    const char *run_base;                       //  --run-base; NULL: gw_runbase_default
     const char *snapshot_dir;                   //  --snapshot-dir; NULL: the store's default
     bool json;                                  //  --json
     double wait_s;                              //  rm --wait

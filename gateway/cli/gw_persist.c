@@ -2,7 +2,8 @@
 #include "cli/gw_persist.h"
 #include "disk/gw_keep.h"
 #include "base/gw_log.h"
-#include "vm/gw_rundir.h"
+#include "base/gw_fs.h"
+#include "base/gw_runbase.h"
 #include "snap/gw_snapstore.h"
 #include "cli/gw_status.h"
 #include "snap/gw_vmsave.h"
@@ -112,7 +113,7 @@ s_paths (gw_persist_t *self, const gw_args_t *args, char *err, size_t errlen)
 {
     const char *run = args->text [GW_OPT_RUN_DIR], *dir = args->text [GW_OPT_SNAPSHOT_DIR];
     int rc = run ? (snprintf (self->base, sizeof self->base, "%s", run), 0)
-                 : gw_rundir_default_base (self->base, sizeof self->base);
+                 : gw_runbase_default (self->base, sizeof self->base);
     if (rc == 0)
         rc = dir ? (snprintf (self->store, sizeof self->store, "%s", dir), 0)
                  : gw_snapstore_default_dir (self->store, sizeof self->store);
@@ -195,7 +196,7 @@ gw_persist_destroy (gw_persist_t **self_p)
         return;
     gw_status_destroy (&self->status);
     if (self->adopt [0] && access (self->adopt, F_OK) == 0)
-        gw_rundir_remove_tree (self->adopt);    //  adopted (linked) or abandoned
+        gw_fs_remove_tree (self->adopt);        //  adopted (linked) or abandoned
     free (self);
     *self_p = NULL;
 }
@@ -260,7 +261,7 @@ gw_persist_end (gw_persist_t *self, gw_session_t *session)
         return;
     int rc = gw_keep_stage (self->base, self->identity, dir, sizeof dir, err, sizeof err);
     if (rc == 0 && (rc = gw_session_keep_workspace (session, dir, err, sizeof err)) < 0)
-        gw_rundir_remove_tree (dir);
+        gw_fs_remove_tree (dir);
     else if (rc == 0)
         rc = gw_keep_commit (self->base, self->identity, dir, err, sizeof err);
     gw_log (rc < 0 ? GW_LOG_ERROR : GW_LOG_INFO, "session.workspace_kept", "identity=%s rc=%d "

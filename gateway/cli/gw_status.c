@@ -1,7 +1,8 @@
 /*  gw_status - a gateway's status file (see gw_status.h). */
 #include "cli/gw_status.h"
 #include "base/gw_log.h"
-#include "vm/gw_rundir.h"
+#include "base/gw_procstat.h"
+#include "base/gw_runbase.h"
 #include "ch_util.h"
 
 #include <assert.h>
@@ -65,7 +66,7 @@ gw_status_proc_start (pid_t pid, unsigned long long *start_p)
     const char *paren = strrchr (text, ')');
     if (paren && paren [1] == ' ' && (paren [2] == 'Z' || paren [2] == 'X'))
         return -ESRCH;
-    return gw_rundir_parse_starttime (text, start_p);
+    return gw_procstat_parse_starttime (text, start_p);
 }
 
 //  ==========================================================================
@@ -153,7 +154,7 @@ gw_status_new (const char *base, const char *identity, const char *backend,
     gw_status_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
-    if (!base && gw_rundir_default_base (dflt, sizeof dflt) == 0)
+    if (!base && gw_runbase_default (dflt, sizeof dflt) == 0)
         base = dflt;
     if (!base || s_paths (self, base, err, errlen) < 0)
         goto fail;

@@ -31,7 +31,7 @@ typedef struct _gw_status_t gw_status_t;
 
 //  Create BASE/sessions (0700, ours, not a symlink) and write
 //  BASE/sessions/<getpid()>.json with state "starting". base NULL:
-//  gw_rundir_default_base. connection_file and kernel_name may be NULL
+//  gw_runbase_default. connection_file and kernel_name may be NULL
 //  (written as null). NULL with the reason in err.
 gw_status_t *gw_status_new (const char *base, const char *identity, const char *backend,
                             const char *connection_file, const char *kernel_name,

@@ -1,6 +1,6 @@
 /*  gw_chain - a /workspace disk's layer chain as files (see gw_chain.h). */
 #include "disk/gw_chain.h"
-#include "vm/gw_rundir.h"
+#include "base/gw_fs.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -99,7 +99,7 @@ s_link (const char *src, const char *dst)
 {
     if (link (src, dst) == 0)
         return 0;
-    return errno == EXDEV || errno == EPERM ? gw_rundir_copy (src, dst, false) : -errno;
+    return errno == EXDEV || errno == EPERM ? gw_fs_copy (src, dst, false) : -errno;
 }
 
 int

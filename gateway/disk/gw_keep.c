@@ -6,7 +6,8 @@
 */
 #include "disk/gw_keep.h"
 #include "base/gw_log.h"
-#include "vm/gw_rundir.h"
+#include "base/gw_fs.h"
+#include "base/gw_runbase.h"
 #include "ch_util.h"
 
 #include <assert.h>
@@ -140,7 +141,7 @@ static int
 s_open_kept (const char *base, bool create, char *kept, size_t cap, char *err, size_t errlen)
 {
     char dflt [PATH_MAX];
-    if (!base && gw_rundir_default_base (dflt, sizeof dflt) == 0)
+    if (!base && gw_runbase_default (dflt, sizeof dflt) == 0)
         base = dflt;
     int n = base ? snprintf (kept, cap, "%s/" S_KEPT, base) : -1;
     if (n < 0 || (size_t) n >= cap) {
@@ -177,7 +178,7 @@ gw_keep_stage (const char *base, const char *identity, char *out, size_t cap, ch
         goto fail;
     }
     //  One an earlier stage of ours left (it never committed) goes first.
-    if ((rc = gw_rundir_remove_tree (out)) < 0
+    if ((rc = gw_fs_remove_tree (out)) < 0
     ||  (rc = mkdirat (kfd, name, 0700) < 0 ? -errno : 0) < 0) {
         snprintf (err, errlen, "cannot create %s: %s", out, strerror (-rc));
         goto fail;
@@ -256,7 +257,7 @@ s_install (int kfd, const char *kept, const char *identity, const char *staged)
     if (renameat2 (AT_FDCWD, staged, kfd, identity, RENAME_NOREPLACE) == 0)
         return 0;
     if (errno == EEXIST && renameat2 (AT_FDCWD, staged, kfd, identity, RENAME_EXCHANGE) == 0) {
-        int rc = gw_rundir_remove_tree (staged);
+        int rc = gw_fs_remove_tree (staged);
         if (rc < 0)
             gw_log (GW_LOG_WARN, "keep.left", "dir=%s reason=\"%s\"", staged, strerror (-rc));
         return 0;
@@ -266,7 +267,7 @@ s_install (int kfd, const char *kept, const char *identity, const char *staged)
     //  No renameat2 flags on this filesystem: the same result, not atomic.
     int rc = s_join (target, sizeof target, kept, identity);
     if (rc == 0)
-        rc = gw_rundir_remove_tree (target);
+        rc = gw_fs_remove_tree (target);
     if (rc == 0 && renameat (AT_FDCWD, staged, kfd, identity) < 0)
         rc = -errno;
     return rc;
@@ -302,7 +303,7 @@ fail:
         close (sfd);
     if (kfd >= 0)
         close (kfd);
-    gw_rundir_remove_tree (staged);
+    gw_fs_remove_tree (staged);
     return rc;
 }
 
@@ -313,7 +314,7 @@ fail:
 static int
 s_refuse (const char *path, const char *why, char *err, size_t errlen)
 {
-    int rc = gw_rundir_remove_tree (path);
+    int rc = gw_fs_remove_tree (path);
     gw_log (GW_LOG_WARN, "keep.refused", "dir=%s reason=\"%s\" removed=%s", path, why,
             rc == 0 ? "yes" : "no");
     snprintf (err, errlen, "kept workspace %s refused: %s", path, why);
@@ -408,7 +409,7 @@ gw_keep_sweep (const char *base, double max_age_s, double now)
         double age = s_sweep_age (dirfd (dir), de->d_name, now);
         if (age < 0 || age <= max_age_s || s_join (path, sizeof path, kept, de->d_name) < 0)
             continue;
-        int gone = gw_rundir_remove_tree (path);
+        int gone = gw_fs_remove_tree (path);
         if (gone == 0)
             rc++;
         gw_log (gone == 0 ? GW_LOG_INFO : GW_LOG_WARN, gone == 0 ? "keep.swept" : "keep.left",

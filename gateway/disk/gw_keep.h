@@ -27,7 +27,7 @@ int gw_keep_identity (const char *connection_file, const char *key, char *out, s
 
 //  Make BASE/kept/.stage-<identity>-<pid> (0700, emptied if an earlier
 //  stage of ours left it) and put its path in out. base NULL:
-//  gw_rundir_default_base. BASE and kept/ are created 0700 and checked to
+//  gw_runbase_default. BASE and kept/ are created 0700 and checked to
 //  be real directories we own. 0 or -errno with the reason in err.
 int gw_keep_stage (const char *base, const char *identity, char *out, size_t cap, char *err,
                    size_t errlen);

@@ -18,6 +18,7 @@
 #include "cli/gw_persist.h"
 #include "snap/gw_pool.h"
 #include "vm/gw_rundir.h"
+#include "base/gw_runbase.h"
 #include "wire/gw_conn.h"
 #include "wire/gw_listen.h"
 #include "base/gw_log.h"
@@ -146,7 +147,7 @@ s_make_microvm (gw_args_t *args, const gw_persist_t *persist, char *err, size_t 
     &&  (opts.template_dir = gw_args_template_dir (args, tdir, sizeof tdir)))
         s_children (args, &opts, &cfg);
     char base [PATH_MAX];
-    if (!cfg.run_base && gw_rundir_default_base (base, sizeof base) == 0)
+    if (!cfg.run_base && gw_runbase_default (base, sizeof base) == 0)
         gw_rundir_sweep (base);
     else if (cfg.run_base)
         gw_rundir_sweep (cfg.run_base);

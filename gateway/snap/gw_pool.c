@@ -3,7 +3,7 @@
 */
 #include "snap/gw_pool.h"
 #include "base/gw_fdpass.h"
-#include "vm/gw_rundir.h"
+#include "base/gw_runbase.h"
 #include "snap/gw_tplmeta.h"
 
 #include <assert.h>
@@ -36,7 +36,7 @@ gw_pool_socket_path (const gw_vm_config_t *cfg, char *out, size_t cap)
     char key [GW_TPLMETA_KEY_LEN + 1], err [256], base [PATH_MAX];
     int rc = gw_tplmeta_key (cfg, key, sizeof key, err, sizeof err);
     if (rc == 0)
-        rc = gw_rundir_default_base (base, sizeof base);
+        rc = gw_runbase_default (base, sizeof base);
     if (rc == 0 && snprintf (out, cap, "%s/pool-%.12s.sock", base, key) >= (int) cap)
         rc = -ENAMETOOLONG;
     return rc;

@@ -8,7 +8,7 @@
 #include "snap/gw_snapstore.h"
 #include "ch_util.h"
 #include "base/gw_log.h"
-#include "vm/gw_rundir.h"
+#include "base/gw_fs.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -385,7 +385,7 @@ gw_snapstore_publish (gw_snapstore_t *self, const char *staging, const char *nam
     else
         s_fail (err, errlen, rc, "writing snapshot \"%s\" into %s failed while %s: %s; "
                 "nothing was kept", name, self->dir, what, strerror (-rc));
-    gw_rundir_remove_tree (staging);
+    gw_fs_remove_tree (staging);
     return rc;
 }
 
@@ -394,7 +394,7 @@ gw_snapstore_abort (gw_snapstore_t *self, const char *staging)
 {
     assert (self);
     if (staging && *staging && s_staging_base (self, staging, NULL))
-        gw_rundir_remove_tree (staging);
+        gw_fs_remove_tree (staging);
     else if (staging && *staging)
         gw_log (GW_LOG_WARN, "snapshot.abort_refused", "dir=\"%.200s\" reason=\"not a staging "
                 "directory of %s\"", staging, self->dir);
@@ -689,7 +689,7 @@ s_remove (gw_snapstore_t *self, const char *name, int wait_ms, const char *reaso
     }
     //  Its name is gone: the rest is cleanup, which gc retries if need be.
     snprintf (path, sizeof path, "%s/%s", self->dir, trash);
-    if (gw_rundir_remove_tree (path) < 0)
+    if (gw_fs_remove_tree (path) < 0)
         gw_log (GW_LOG_WARN, "snapshot.trash_left", "dir=%s", path);
     if (reason)
         gw_log (GW_LOG_INFO, "snapshot.gc", "name=%s reason=%s bytes=%llu", name, reason, bytes);
@@ -739,7 +739,7 @@ s_sweep_leftovers (gw_snapstore_t *self, double now)
             continue;
         unsigned long long bytes = s_dir_bytes (self->fd, de->d_name);
         snprintf (path, sizeof path, "%s/%s", self->dir, de->d_name);
-        if (gw_rundir_remove_tree (path) == 0)
+        if (gw_fs_remove_tree (path) == 0)
             gw_log (GW_LOG_INFO, "snapshot.gc", "name=%s reason=leftover bytes=%llu",
                     de->d_name, bytes);
     }

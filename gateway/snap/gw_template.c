@@ -3,7 +3,7 @@
 #include "ch_util.h"
 #include "guest/gw_drive.h"
 #include "base/gw_log.h"
-#include "vm/gw_rundir.h"
+#include "base/gw_fs.h"
 #include "snap/gw_snapshot.h"
 #include "snap/gw_tplmeta.h"
 
@@ -118,7 +118,7 @@ gw_template_open (const char *base, const gw_vm_config_t *cfg, int *rc_p, char *
         *rc_p = -ESTALE;
         snprintf (err, errlen, "template %s is corrupt (%s); deleted", dir, why);
         gw_log (GW_LOG_WARN, "template.corrupt", "dir=%s reason=\"%s\"", dir, why);
-        gw_rundir_remove_tree (dir);
+        gw_fs_remove_tree (dir);
         goto fail;
     }
     s_check_layer (self);
@@ -181,7 +181,7 @@ s_save (gw_vm_t *vm, const char *dir, char *err, size_t errlen)
     int rc = gw_snapshot_save (vm, path, S_SAVE_MS, err, errlen);
     snprintf (path, sizeof path, "%s/workspace.qcow2", gw_vm_run_dir (vm));
     snprintf (disk, sizeof disk, "%s/" GW_TPL_DISK, dir);
-    if (rc == 0 && (rc = gw_rundir_copy (path, disk, true)) < 0)
+    if (rc == 0 && (rc = gw_fs_copy (path, disk, true)) < 0)
         snprintf (err, errlen, "copy %s: %s", path, strerror (-rc));
     return rc;
 }
@@ -285,11 +285,11 @@ gw_template_build (const char *base, const gw_vm_config_t *cfg, char *err, size_
         goto fail;
     gw_log (GW_LOG_INFO, "template.building", "dir=%s", dir);
     int64_t t0 = zclock_mono ();
-    gw_rundir_remove_tree (tmp);                        //  a build that died half way
+    gw_fs_remove_tree (tmp);                            //  a build that died half way
     if ((rc = ch_mkdir_p (tmp, 0700)) < 0
     ||  (rc = s_build_into (tmp, dir, key, cfg, err, errlen)) < 0)
         goto fail;
-    gw_rundir_remove_tree (dir);
+    gw_fs_remove_tree (dir);
     if (rename (tmp, dir) < 0) {
         rc = -errno;
         goto fail;
@@ -300,7 +300,7 @@ gw_template_build (const char *base, const gw_vm_config_t *cfg, char *err, size_
     return 0;
 fail:
     if (lock_fd >= 0) {                         //  ours: what we left goes
-        gw_rundir_remove_tree (tmp);
+        gw_fs_remove_tree (tmp);
         close (lock_fd);
     }
     if (!err [0])

@@ -3,7 +3,7 @@
 */
 #include "snap/gw_tplsweep.h"
 #include "base/gw_log.h"
-#include "vm/gw_rundir.h"
+#include "base/gw_fs.h"
 #include "snap/gw_tplmeta.h"
 
 #include <assert.h>
@@ -102,7 +102,7 @@ s_consider (const char *base, const char *name, json_t *ours, int64_t max_idle_s
     gw_tplmeta_t *m = gw_tplmeta_load (dir);
     const char *why = s_why (ours, gw_tplmeta_recorded (m), st.st_mtime, max_idle_s);
     int removed = 0;
-    if (why && gw_rundir_remove_tree (dir) == 0) {
+    if (why && gw_fs_remove_tree (dir) == 0) {
         unlink (lock);
         gw_log (GW_LOG_INFO, "template.removed", "dir=%s reason=\"%s\"", dir, why);
         removed = 1;

@@ -6,7 +6,10 @@
 */
 #include "vm/gw_rundir.h"
 #include "ch_util.h"
+#include "base/gw_fs.h"
 #include "base/gw_log.h"
+#include "base/gw_procstat.h"
+#include "base/gw_runbase.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -17,8 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/fs.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <time.h>
@@ -26,49 +27,12 @@
 
 #define S_PIDFILE "gateway.pid"
 #define S_QEMU_PIDFILE "qemu.pid"
-#define S_MAX_DEPTH 256                         //  a local workspace is the user's tree; one fd per level
 #define S_YOUNG_S 60                            //  a dir without pid file may be in creation
 #define S_TMPFS_MAGIC 0x01021994
 
 struct _gw_rundir_t {
     char *path;                                 //  the run directory
 };
-
-int
-gw_rundir_default_base (char *out, size_t cap)
-{
-    assert (out && cap);
-    //  Not /run or $XDG_RUNTIME_DIR: the run dir holds the session's
-    //  /workspace disk, and those are tmpfs, i.e. RAM. /var/tmp is on disk.
-    int n = snprintf (out, cap, "/var/tmp/cellvm-%u", (unsigned) geteuid ());
-    return n < 0 || (size_t) n >= cap ? -ENAMETOOLONG : 0;
-}
-
-int
-gw_rundir_parse_starttime (const char *stat_text, unsigned long long *start_p)
-{
-    assert (stat_text && start_p);
-    //  "pid (comm) S ppid ...": comm may hold spaces and ')', so count
-    //  fields after the last ')'. State is field 3, start time field 22.
-    const char *p = strrchr (stat_text, ')');
-    if (!p)
-        return -EINVAL;
-    p++;
-    for (int field = 3; field < 22; field++) {
-        p += strspn (p, " ");
-        p += strcspn (p, " ");
-        if (!*p)
-            return -EINVAL;
-    }
-    p += strspn (p, " ");
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull (p, &end, 10);
-    if (errno || end == p || (*end && *end != ' ' && *end != '\n'))
-        return -EINVAL;
-    *start_p = v;
-    return 0;
-}
 
 //  Start time of a live process, or -errno (-ENOENT when it is gone).
 static int
@@ -79,7 +43,7 @@ s_proc_starttime (pid_t pid, unsigned long long *start_p)
     ssize_t n = ch_read_small (path, text, sizeof text);
     if (n < 0)
         return (int) n;
-    return gw_rundir_parse_starttime (text, start_p);
+    return gw_procstat_parse_starttime (text, start_p);
 }
 
 //  A zombie (killed, not yet reaped by its parent) keeps its start time but
@@ -93,88 +57,6 @@ s_proc_dead (pid_t pid)
         return true;
     const char *paren = strrchr (text, ')');
     return !paren || paren [1] != ' ' || paren [2] == 'Z' || paren [2] == 'X';
-}
-
-//  --------------------------------------------------------------------------
-//  Removing a tree without following symlinks.
-
-static int
-s_remove_at (int parent, const char *name, int depth)
-{
-    if (unlinkat (parent, name, 0) == 0 || errno == ENOENT)
-        return 0;
-    if (errno != EISDIR && errno != EPERM)
-        return -errno;
-    if (depth >= S_MAX_DEPTH)
-        return -ELOOP;
-    int fd = openat (parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *dir = fd >= 0 ? fdopendir (fd) : NULL;
-    if (!dir) {
-        int e = errno;
-        if (fd >= 0)
-            close (fd);
-        return -e;
-    }
-    struct dirent *de;
-    while ((de = readdir (dir)))
-        if (strcmp (de->d_name, ".") && strcmp (de->d_name, ".."))
-            s_remove_at (dirfd (dir), de->d_name, depth + 1);
-    closedir (dir);
-    return unlinkat (parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -errno;
-}
-
-int
-gw_rundir_remove_tree (const char *path)
-{
-    assert (path);
-    return s_remove_at (AT_FDCWD, path, 0);
-}
-
-//  read/write from the start, for where copy_file_range will not go.
-static int
-s_copy_plain (int in, int out)
-{
-    static __thread char buf [1 << 16];
-    if (lseek (in, 0, SEEK_SET) < 0 || lseek (out, 0, SEEK_SET) < 0 || ftruncate (out, 0) < 0)
-        return -errno;
-    for (;;) {
-        ssize_t n = read (in, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : 0;
-        for (ssize_t off = 0; off < n; ) {
-            ssize_t w = write (out, buf + off, (size_t) (n - off));
-            if (w < 0 && errno != EINTR)
-                return -errno;
-            off += w > 0 ? w : 0;
-        }
-    }
-}
-
-int
-gw_rundir_copy (const char *src, const char *dst, bool durable)
-{
-    assert (src && dst);
-    int in = open (src, O_RDONLY | O_CLOEXEC), rc = 0;
-    int out = open (dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (in < 0 || out < 0)
-        rc = -errno;
-    if (rc == 0 && ioctl (out, FICLONE, in) < 0) {
-        ssize_t n = 1;
-        while (rc == 0 && n > 0)
-            if ((n = copy_file_range (in, NULL, out, NULL, 1 << 30, 0)) < 0)
-                rc = -errno;
-        if (rc == -EXDEV || rc == -EINVAL || rc == -EOPNOTSUPP)
-            rc = s_copy_plain (in, out);        //  across filesystems on newer kernels
-    }
-    if (in >= 0)
-        close (in);
-    if (out >= 0 && ((durable && fsync (out) < 0) || close (out) < 0) && rc == 0)
-        rc = -EIO;
-    if (rc < 0 && out >= 0)
-        unlink (dst);
-    return rc;
 }
 
 //  --------------------------------------------------------------------------
@@ -225,7 +107,7 @@ gw_rundir_new (const char *base, char *err, size_t errlen)
     assert (err);
     char dflt [PATH_MAX], tmpl [PATH_MAX];
     gw_rundir_t *self = NULL;
-    if (!base && gw_rundir_default_base (dflt, sizeof dflt) == 0)
+    if (!base && gw_runbase_default (dflt, sizeof dflt) == 0)
         base = dflt;
     int n = base ? snprintf (tmpl, sizeof tmpl, "%s/vm-%d-XXXXXX", base, (int) getpid ()) : -1;
     if (n < 0 || (size_t) n >= sizeof tmpl) {
@@ -259,7 +141,7 @@ gw_rundir_destroy (gw_rundir_t **self_p)
     gw_rundir_t *self = *self_p;
     if (!self)
         return;
-    int rc = s_remove_at (AT_FDCWD, self->path, 0);
+    int rc = gw_fs_remove_tree (self->path);
     if (rc < 0)
         gw_log (GW_LOG_WARN, "vm.rundir_left", "dir=%s reason=\"%s\"", self->path,
                 strerror (-rc));
@@ -362,7 +244,7 @@ gw_rundir_sweep (const char *base)
         ||  !s_is_stale (path))
             continue;
         s_kill_qemu (path);
-        if (s_remove_at (AT_FDCWD, path, 0) == 0) {
+        if (gw_fs_remove_tree (path) == 0) {
             gw_log (GW_LOG_INFO, "vm.swept", "dir=%s", path);
             removed++;
         }

@@ -19,13 +19,9 @@
 
 typedef struct _gw_rundir_t gw_rundir_t;
 
-//  /var/tmp/cellvm-<uid>. Not $XDG_RUNTIME_DIR or /run: those are tmpfs,
-//  and the run dir holds the /workspace disk. 0 or -ENAMETOOLONG.
-int gw_rundir_default_base (char *out, size_t cap);
-
 //  Create base if needed (checked: a directory, not a symlink, ours, then
 //  chmod 0700) and a fresh run dir under it, with gateway.pid written.
-//  base NULL: the default. NULL with the reason in err on failure.
+//  base NULL: gw_runbase_default. NULL with the reason in err on failure.
 gw_rundir_t *gw_rundir_new (const char *base, char *err, size_t errlen);
 
 //  Delete the directory and everything in it, free; nulls *self_p.
@@ -45,17 +41,5 @@ int gw_rundir_write (const gw_rundir_t *self, const char *name, const char *text
 //  that directory). Returns the number removed, or -errno when base cannot
 //  be read (-ENOENT: nothing to do).
 int gw_rundir_sweep (const char *base);
-
-//  Delete path and everything under it, following no symlinks. 0 or -errno.
-int gw_rundir_remove_tree (const char *path);
-
-//  Copy src to dst (created 0600, replaced if there, not through a
-//  symlink): a reflink where the filesystem has them, else copy_file_range.
-//  durable: fsync before returning. 0, or -errno with dst removed.
-int gw_rundir_copy (const char *src, const char *dst, bool durable);
-
-//  Pure: the start time (field 22) from the text of /proc/PID/stat.
-//  0 or -EINVAL.
-int gw_rundir_parse_starttime (const char *stat_text, unsigned long long *start_p);
 
 #endif

@@ -10,6 +10,7 @@
 #include "jail/gw_priv.h"
 #include "disk/gw_qcow2.h"
 #include "vm/gw_rundir.h"
+#include "base/gw_fs.h"
 #include "vm/gw_vmargv.h"
 #include "jail/gw_vmspawn.h"
 
@@ -322,7 +323,7 @@ s_disk_over_base (gw_vm_t *self, const char *path, char *err, size_t errlen)
     char base [PATH_MAX];
     gw_rundir_file (self->dir, S_BASE_DISK, base, sizeof base);
     int rc = link (self->cfg.disk_base, base) == 0 ? 0
-           : gw_rundir_copy (self->cfg.disk_base, base, false);
+           : gw_fs_copy (self->cfg.disk_base, base, false);
     if (rc < 0) {
         snprintf (err, errlen, "linking %s into the run dir: %s", self->cfg.disk_base,
                   strerror (-rc));
@@ -344,7 +345,7 @@ s_create_disk (gw_vm_t *self, char *err, size_t errlen)
     if (self->cfg.disk_base)
         return s_disk_over_base (self, path, err, errlen);
     if (self->cfg.disk_seed) {
-        int rc = gw_rundir_copy (self->cfg.disk_seed, path, false);
+        int rc = gw_fs_copy (self->cfg.disk_seed, path, false);
         gw_log (rc < 0 ? GW_LOG_WARN : GW_LOG_DEBUG, "vm.disk_copied", "seed=%s rc=%d",
                 self->cfg.disk_seed, rc);
         if (rc == 0)

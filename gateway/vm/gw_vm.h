@@ -41,7 +41,7 @@ typedef struct {
     const char *kernel;                         //  NULL: image_dir/vmlinux
     const char *initrd;                         //  NULL: image_dir/initrd.img
     const char *rootfs;                         //  NULL: image_dir/rootfs.ext4
-    const char *run_base;                       //  NULL: gw_rundir_default_base
+    const char *run_base;                       //  NULL: gw_runbase_default
     const char *append;                         //  more kernel command line, NULL: none
     gw_accel_t accel;                           //  AUTO: probed by gw_vm_new
     const char *cpu;                            //  NULL: "max" (tcg) / "host" (kvm)
