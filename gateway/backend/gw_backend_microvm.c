@@ -14,6 +14,8 @@
 #include "guest/gw_init.h"
 #include "vm/gw_rundir.h"
 #include "vm/gw_vmargv.h"
+#include "jail/gw_priv.h"
+#include "base/gw_fdborrow.h"
 #include "base/gw_log.h"
 #include "backend/gw_vmh.h"
 #include "backend/gw_vmstart.h"
@@ -711,6 +713,17 @@ s_watch (int epfd, int fd)
     return fd >= 0 && epoll_ctl (epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -errno;
 }
 
+//  The watchdog's seam (gw_watch_borrow_fn): a gateway that dropped to a
+//  service user cannot reach QEMU's fds, and its root helper borrows the
+//  console for it.
+static int
+s_borrow_console (void *ctx, int pid, const char *path, int *fd_p)
+{
+    (void) ctx;
+    gw_priv_t *priv = gw_priv ();
+    return priv ? gw_priv_console (priv, pid, path, fd_p) : gw_fdborrow (pid, path, fd_p);
+}
+
 gw_backend_t *
 gw_backend_microvm_new_opts (const gw_vm_config_t *cfg, const gw_microvm_opts_t *opts,
                              char *err, size_t errlen)
@@ -727,7 +740,7 @@ gw_backend_microvm_new_opts (const gw_vm_config_t *cfg, const gw_microvm_opts_t 
     snprintf (self->disk_top, sizeof self->disk_top, "%s", GW_VMARGV_DISK);
     self->chunk_ms = self->seam.chunk_ms ? self->seam.chunk_ms : S_CHUNK_MS;
     self->kernel_fd = -1;
-    self->watch = gw_watch_new ();
+    self->watch = gw_watch_new (s_borrow_console, NULL);
     self->epfd = epoll_create1 (EPOLL_CLOEXEC);
     self->timerfd = timerfd_create (CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (self->epfd < 0 || s_watch (self->epfd, self->timerfd) < 0) {

@@ -7,11 +7,10 @@
     O_APPEND on it makes QEMU's writes go to the end, wherever that is now.
 */
 #include "guest/gw_watch.h"
+#include "base/gw_fdborrow.h"
 #include "base/gw_log.h"
-#include "jail/gw_priv.h"
 
 #include <assert.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -19,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define S_CHECK_MS 250              //  work at most this often
@@ -29,6 +27,8 @@
 #define S_SENT 32                   //  requests to init whose replies are expected
 
 struct _gw_watch_t {
+    gw_watch_borrow_fn *borrow;     //  how QEMU's console descriptor is had
+    void *borrow_ctx;
     int pid;
     char console [PATH_MAX];
     int64_t next_check;
@@ -75,12 +75,22 @@ gw_watch_console_max (void)
     return max;
 }
 
+//  The seam's default: this process may ptrace QEMU.
+static int
+s_borrow_here (void *ctx, int pid, const char *path, int *fd_p)
+{
+    (void) ctx;
+    return gw_fdborrow (pid, path, fd_p);
+}
+
 gw_watch_t *
-gw_watch_new (void)
+gw_watch_new (gw_watch_borrow_fn *borrow, void *ctx)
 {
     gw_watch_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
+    self->borrow = borrow ? borrow : s_borrow_here;
+    self->borrow_ctx = ctx;
     self->con_fd = -1;
     return self;
 }
@@ -104,7 +114,11 @@ gw_watch_reset (gw_watch_t *self, int pid, const char *console)
     assert (self);
     if (self->con_fd >= 0)
         close (self->con_fd);
+    gw_watch_borrow_fn *borrow = self->borrow;
+    void *ctx = self->borrow_ctx;
     memset (self, 0, sizeof *self);
+    self->borrow = borrow;
+    self->borrow_ctx = ctx;
     self->con_fd = -1;
     self->pid = pid;
     self->con_tries = pid > 0 && console ? S_BORROW_TRIES : 0;
@@ -233,44 +247,10 @@ gw_watch_tick (gw_watch_t *self, int64_t now, bool can_ping, char *why, size_t w
 //  ---------------------------------------------------------------------------
 //  The console
 
-int
-gw_watch_borrow (int pid, const char *path, int *fd_p)
-{
-    struct stat want, st;
-    if (lstat (path, &want) < 0 || !S_ISREG (want.st_mode))
-        return -ENOENT;
-    int pidfd = (int) syscall (SYS_pidfd_open, pid, 0), rc = -ENOENT;
-    char dir [64], link [320];
-    snprintf (dir, sizeof dir, "/proc/%d/fd", pid);
-    DIR *d = pidfd >= 0 ? opendir (dir) : NULL;
-    struct dirent *e;
-    while (d && rc == -ENOENT && (e = readdir (d))) {
-        snprintf (link, sizeof link, "%s/%s", dir, e->d_name);
-        if (e->d_name [0] == '.' || stat (link, &st) < 0 || st.st_dev != want.st_dev
-        ||  st.st_ino != want.st_ino)
-            continue;
-        *fd_p = (int) syscall (SYS_pidfd_getfd, pidfd, atoi (e->d_name), 0);
-        rc = *fd_p < 0 ? -errno : 0;
-    }
-    if (pidfd < 0 || !d)
-        rc = -errno;
-    if (d)
-        closedir (d);
-    if (pidfd >= 0)
-        close (pidfd);
-    if (rc == 0 && fcntl (*fd_p, F_SETFL, fcntl (*fd_p, F_GETFL) | O_APPEND) < 0) {
-        rc = -errno;
-        close (*fd_p);
-    }
-    return rc;
-}
-
 static void
 s_try_borrow (gw_watch_t *self)
 {
-    gw_priv_t *priv = gw_priv ();             //  a service user cannot reach QEMU's fds
-    int rc = priv ? gw_priv_console (priv, self->pid, self->console, &self->con_fd)
-                  : gw_watch_borrow (self->pid, self->console, &self->con_fd);
+    int rc = self->borrow (self->borrow_ctx, self->pid, self->console, &self->con_fd);
     if (rc == 0) {
         fcntl (self->con_fd, F_SETFD, FD_CLOEXEC);
         return;

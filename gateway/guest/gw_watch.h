@@ -42,7 +42,14 @@ int64_t gw_watch_console_max (void);
 
 typedef struct _gw_watch_t gw_watch_t;
 
-gw_watch_t *gw_watch_new (void);
+//  How the console's descriptor is had from QEMU (pid): 0 and *fd_p (ours,
+//  O_APPEND set on the description QEMU writes through), or -errno. A
+//  gateway running as a service user cannot reach QEMU's fds and asks its
+//  root helper (gw_priv_console); one that can calls gw_fdborrow.
+typedef int (gw_watch_borrow_fn) (void *ctx, int pid, const char *path, int *fd_p);
+
+//  borrow NULL: gw_fdborrow. ctx is passed to borrow.
+gw_watch_t *gw_watch_new (gw_watch_borrow_fn *borrow, void *ctx);
 void gw_watch_destroy (gw_watch_t **self_p);
 
 //  A new VM: QEMU's pid (0: none) and its console log's path (copied).
@@ -74,10 +81,5 @@ int gw_watch_unasked (gw_watch_t *self, const char *what, bool quiet, char *why,
 
 //  Check the console now (the cap, the flood): GW_WATCH_OK or GW_WATCH_DEAD.
 int gw_watch_console (gw_watch_t *self, int64_t now, char *why, size_t whylen);
-
-//  QEMU's descriptor of the file at path: 0 and *fd_p (ours, O_APPEND set
-//  on the description both share), or -errno. Needs the right to ptrace
-//  pid: a gateway running as a service user asks its helper (gw_priv).
-int gw_watch_borrow (int pid, const char *path, int *fd_p);
 
 #endif

@@ -54,7 +54,7 @@ int gw_priv_kill (gw_priv_t *self, pid_t pid);
 //  why gets the jail's explanation of the death, "" when none.
 int gw_priv_reap (gw_priv_t *self, pid_t pid, bool block, int *wstatus, char *why, size_t cap);
 
-//  QEMU's descriptor of its console log at path (gw_watch_borrow).
+//  QEMU's descriptor of its console log at path (gw_fdborrow).
 int gw_priv_console (gw_priv_t *self, pid_t pid, const char *path, int *fd_p);
 
 #endif

@@ -1,8 +1,8 @@
 /*  gw_privd - the privileged helper (see gw_privd.h). */
 #include "jail/gw_privd.h"
+#include "base/gw_fdborrow.h"
 #include "base/gw_log.h"
 #include "jail/gw_vmspawn.h"
-#include "guest/gw_watch.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -223,7 +223,7 @@ s_request (s_self_t *self, const gw_privmsg_t *msg, const int fds [2], gw_privre
     case GW_PRIV_CONSOLE:
         if (!vm || !msg->path [0])
             return vm ? -EINVAL : -ESRCH;
-        return gw_watch_borrow (vm->pid, msg->path [0], fd_out);
+        return gw_fdborrow (vm->pid, msg->path [0], fd_out);
     default:
         return -EINVAL;
     }
