@@ -14,7 +14,7 @@
 #define GW_BACKEND_MICROVM_H
 
 #include "backend/gw_backend.h"
-#include "vm/gw_vm.h"
+#include "vm/gw_vm_config.h"
 #include "backend/gw_vmh.h"
 
 typedef struct _gw_vmstart_result_t gw_vmstart_result_t;   //  gw_vmstart.h

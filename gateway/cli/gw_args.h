@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "vm/gw_vm.h"
+#include "vm/gw_vm_config.h"
 
 //  Which children inherit an option.
 #define GW_ARGS_BUILDER 1u                      //  --build-template

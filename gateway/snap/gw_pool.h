@@ -26,7 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "vm/gw_vm.h"
+#include "vm/gw_vm_config.h"
 
 typedef struct _gw_pool_lease_t gw_pool_lease_t;
 

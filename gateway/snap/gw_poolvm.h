@@ -13,7 +13,7 @@
 #define GW_POOLVM_H
 
 #include "snap/gw_poold.h"
-#include "vm/gw_vm.h"
+#include "vm/gw_vm_config.h"
 
 typedef struct _gw_poolvm_t gw_poolvm_t;
 

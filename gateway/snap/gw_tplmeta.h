@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "vm/gw_vm.h"
+#include "vm/gw_vm_config.h"
 
 #define GW_TPLMETA_KEY_LEN 24                   //  hex characters
 #define GW_TPLMETA_FORMAT 5                     //  bump when the layout or the warm-up changes

@@ -60,20 +60,6 @@ struct _gw_vm_t {
     char death [256];                           //  why QEMU died, when the jail knows
 };
 
-void
-gw_vm_config_defaults (gw_vm_config_t *cfg)
-{
-    assert (cfg);
-    memset (cfg, 0, sizeof *cfg);
-    cfg->qemu = "qemu-system-x86_64";
-    cfg->qemu_img = "qemu-img";
-    cfg->accel = GW_ACCEL_AUTO;
-    cfg->mem_mib = 512;
-    cfg->vcpus = 1;
-    cfg->disk_bytes = 1024 * S_MIB;
-    cfg->port_timeout_ms = 10000;
-}
-
 //  ==========================================================================
 //  Resolving the config: copies, defaults, executables, image files.
 

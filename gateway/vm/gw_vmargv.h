@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "vm/gw_vm.h"
+#include "vm/gw_vm_config.h"
 
 #define GW_VMARGV_CONSOLE "console.log"         //  the guest's serial console
 #define GW_VMARGV_DISK "workspace.qcow2"        //  the session's /workspace disk
