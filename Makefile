@@ -53,7 +53,7 @@ KERNELSPECS := $(B)/share/jupyter/kernels/cellvm/kernel.json \
 
 DEPS_STAMP := build/.deps-ok
 
-.PHONY: sizes all deps kernel gateway init test unit integration check fuzz bench run serve install clean kernelspecs image template
+.PHONY: sizes all deps kernel gateway init test unit integration layers check fuzz bench run serve install clean kernelspecs image template
 all: $(DEPS_STAMP) kernel gateway init kernelspecs $(B)/cellvm
 
 $(DEPS_STAMP): scripts/deps.sh
@@ -151,7 +151,14 @@ template: image
 integration: all template $(B)/tests/test_gw_vm_boot
 	CELLVM_BUILD=$(abspath $(B)) CELLVM_IMAGE=$(abspath build/image) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)
 
-test: all unit integration
+# The gateway's layers (gateway/LAYERS, docs/gateway.md): no include and no call against their
+# order, read from the sources and from nm of the objects; then the check's own test.
+GW_PROG_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard gateway/programs/*.c))
+layers: $(GW_OBJ) $(GW_PROG_OBJ)
+	$(PYTHON) scripts/layers.py --objs $(B)/obj/gateway
+	LAYERS_OBJS=$(abspath $(B))/obj/gateway $(PYTHON) -m pytest -q -p no:cacheprovider tests/scripts
+
+test: all layers unit integration
 
 # Sanitizer build of everything, unit tests and the integration suite against it.
 # Reports go to files (the kernel's fd 2 is its capture pipe), and any report
