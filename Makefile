@@ -35,7 +35,7 @@ LDFLAGS += $(SANFLAGS) -pthread
 # The channel library (channel/, ch_ prefix) is linked by all three programs.
 CH_SRC := $(wildcard channel/ch_*.c)
 KN_SRC := $(filter-out kernel/main.c,$(wildcard kernel/kn_*.c)) $(CH_SRC)
-GW_SRC := $(wildcard gateway/gw_*.c) $(CH_SRC)
+GW_SRC := $(wildcard gateway/*/gw_*.c) $(CH_SRC)
 GI_SRC := $(filter-out guest-image/init/gi_main.c,$(wildcard guest-image/init/gi_*.c)) $(CH_SRC)
 CH_OBJ := $(CH_SRC:%.c=$(B)/obj/%.o)
 KN_OBJ := $(KN_SRC:%.c=$(B)/obj/%.o)
@@ -53,7 +53,7 @@ KERNELSPECS := $(B)/share/jupyter/kernels/cellvm/kernel.json \
 
 DEPS_STAMP := build/.deps-ok
 
-.PHONY: sizes all deps kernel gateway init test unit integration check fuzz bench run serve install clean kernelspecs image template
+.PHONY: sizes all deps kernel gateway init test unit integration layers check fuzz bench run serve install clean kernelspecs image template
 all: $(DEPS_STAMP) kernel gateway init kernelspecs $(B)/cellvm
 
 $(DEPS_STAMP): scripts/deps.sh
@@ -78,16 +78,16 @@ $(B)/obj/kernel/kn_pysrc.o: kernel/kn_pysrc.c $(wildcard kernel/py/*.py)
 $(B)/cellvm-kernel: $(B)/obj/kernel/main.o $(KN_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PY_LIBS) -ljansson -lcrypto
 
-$(B)/cellvm-gateway: $(B)/obj/gateway/main.o $(GW_OBJ)
+$(B)/cellvm-gateway: $(B)/obj/gateway/programs/main.o $(GW_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS) -ljansson
 
-# The host-side CLI (cellvm ls/rm/snapshot): gateway/cellvm.c, not gw_-prefixed.
-$(B)/cellvm: $(B)/obj/gateway/cellvm.o $(GW_OBJ)
+# The host-side CLI (cellvm ls/rm/snapshot): gateway/programs/cellvm.c.
+$(B)/cellvm: $(B)/obj/gateway/programs/cellvm.o $(GW_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS) -ljansson
 
 # Preloaded into a jailed QEMU (gw_jail, docs/security.md): never linked into the gateway,
 # and never sanitized (QEMU is not).
-$(B)/cellvm-jailshim.so: gateway/jailshim.c | $(DEPS_STAMP)
+$(B)/cellvm-jailshim.so: gateway/programs/jailshim.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -D_GNU_SOURCE -shared -fPIC -o $@ $< -ldl
 
@@ -96,8 +96,8 @@ $(B)/cellvm-init: $(B)/obj/guest-image/init/gi_main.o $(GI_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lcrypto -lm
 
 # Small on purpose (no libzmq): it listens before the gateway loads (gw_listen.h).
-$(B)/cellvm-launch: $(B)/obj/gateway/launch.o $(B)/obj/gateway/gw_conn.o \
-                    $(B)/obj/gateway/gw_hmac.o $(B)/obj/gateway/gw_listen.o
+$(B)/cellvm-launch: $(B)/obj/gateway/programs/launch.o $(B)/obj/gateway/wire/gw_conn.o \
+                    $(B)/obj/gateway/wire/gw_hmac.o $(B)/obj/gateway/wire/gw_listen.o
 	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lcrypto
 
 # Every unit test links the shared test helpers (tests/unit/tu.h); the
@@ -151,7 +151,14 @@ template: image
 integration: all template $(B)/tests/test_gw_vm_boot
 	CELLVM_BUILD=$(abspath $(B)) CELLVM_IMAGE=$(abspath build/image) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)
 
-test: all unit integration
+# The gateway's layers (gateway/LAYERS, docs/gateway.md): no include and no call against their
+# order, read from the sources and from nm of the objects; then the check's own test.
+GW_PROG_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard gateway/programs/*.c))
+layers: $(GW_OBJ) $(GW_PROG_OBJ)
+	$(PYTHON) scripts/layers.py --objs $(B)/obj/gateway
+	LAYERS_OBJS=$(abspath $(B))/obj/gateway $(PYTHON) -m pytest -q -p no:cacheprovider tests/scripts
+
+test: all layers unit integration
 
 # Sanitizer build of everything, unit tests and the integration suite against it.
 # Reports go to files (the kernel's fd 2 is its capture pipe), and any report
@@ -187,7 +194,7 @@ fuzz: $(FUZZ_TARGETS)
 
 # cellvm-mcp (docs/mcp.md): an MCP server on stdio that drives cellvm-gateway processes as a
 # Jupyter client, with the gateway's own wire codec, signing and connection-file code.
-MC_GW_SRC := gateway/gw_wire.c gateway/gw_hmac.c gateway/gw_conn.c
+MC_GW_SRC := gateway/wire/gw_wire.c gateway/wire/gw_hmac.c gateway/wire/gw_conn.c
 MC_SRC := $(filter-out mcp/mc_main.c,$(wildcard mcp/mc_*.c))
 MC_OBJ := $(MC_SRC:%.c=$(B)/obj/%.o) $(MC_GW_SRC:%.c=$(B)/obj/%.o) $(CH_OBJ)
 MC_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_mc_*.c))

@@ -13,9 +13,9 @@
 
 #include <czmq.h>
 
-#include "gw_conn.h"
-#include "gw_hmac.h"
-#include "gw_wire.h"
+#include "wire/gw_conn.h"
+#include "wire/gw_hmac.h"
+#include "wire/gw_wire.h"
 #include "mc_kclient.h"
 
 struct _mc_kclient_t {

@@ -36,7 +36,7 @@ def main():
     root = pathlib.Path(a.root)
     over = 0
     for d in DIRS:
-        for p in sorted((root / d).glob("*.[ch]")):
+        for p in sorted((root / d).rglob("*.[ch]")):
             n = len(p.read_text(errors="replace").split("\n"))
             if n > a.max_file:
                 print(f"{p.relative_to(root)}: {n} lines (file cap {a.max_file})")

@@ -10,8 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "gw_conn.h"
-#include "gw_listen.h"
+#include "wire/gw_conn.h"
+#include "wire/gw_listen.h"
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gw_wire.h"
+#include "wire/gw_wire.h"
 
 #define KEY "e8bd966f-188aaf0fb9d983f3cf49159a"
 

@@ -3,7 +3,7 @@
 
 The gateway runs it as `--qemu PATH` (with `--jail off --no-templates`: it is a Python script,
 which the jail's minimal root cannot run, and it cannot restore a snapshot). It reads the argv
-the gateway builds (gateway/gw_vmargv.c): the kernel and init chardev sockets, the QMP socket
+the gateway builds (gateway/vm/gw_vmargv.c): the kernel and init chardev sockets, the QMP socket
 and the console log, listens on all three sockets as QEMU does, and plays the guest: init's side
 of the control port (docs/init.md) and a minimal kernel on the kernel port (docs/channel.md):
 hello after the sync marker, kernel_info, execute (a Python expression or statement), interrupt,

@@ -1,6 +1,6 @@
-"""`cellvm`, the host-side CLI (gateway/cellvm.c, gw_cli*.c): sessions from their status files
-(BASE/sessions/<pid>.json, docs/sessions.md "Status files and `cellvm`") and the snapshot store
-(gateway/gw_snapstore.h).
+"""`cellvm`, the host-side CLI (gateway/programs/cellvm.c, gateway/cli/gw_cli*.c): sessions from
+their status files (BASE/sessions/<pid>.json, docs/sessions.md "Status files and `cellvm`") and
+the snapshot store (gateway/snap/gw_snapstore.h).
 
 Most tests run it against status files and stores written here by hand, in private temporary
 directories (--run-base, --snapshot-dir): "gateways" are dummy processes started with subprocess.

@@ -1,5 +1,5 @@
 """Snapshots of a running session and sessions started from them (docs/sessions.md, "Snapshots",
-"Sessions started from a snapshot"; the store's layout: gateway/gw_snapstore.h).
+"Sessions started from a snapshot"; the store's layout: gateway/snap/gw_snapstore.h).
 
 - cellvm_snapshot_request on the control channel: the reply, the store's files and meta.json,
   a generated name, a name taken (SnapshotExists), bad names (BadRequest, nothing written

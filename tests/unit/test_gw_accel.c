@@ -7,7 +7,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "gw_accel.h"
+#include "vm/gw_accel.h"
 
 //  What these build machines look like: PVM's /dev/kvm, no vmx/svm.
 static const gw_accel_probe_t s_pvm = { .kvm_present = true, .cpuinfo_ok = true };

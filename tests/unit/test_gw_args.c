@@ -16,9 +16,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gw_args.h"
-#include "gw_log.h"
-#include "gw_tplmeta.h"
+#include "cli/gw_args.h"
+#include "base/gw_log.h"
+#include "snap/gw_tplmeta.h"
 #include "tu.h"
 
 #define S_VM (GW_ARGS_BUILDER | GW_ARGS_POOL)

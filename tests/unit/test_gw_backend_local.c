@@ -24,9 +24,9 @@
 #include <cmocka.h>
 
 #include "ch_util.h"
-#include "gw_backend_local.h"
-#include "gw_keep.h"
-#include "gw_rundir.h"
+#include "backend/gw_backend_local.h"
+#include "disk/gw_keep.h"
+#include "base/gw_runbase.h"
 #include "tu.h"
 
 typedef struct {
@@ -41,7 +41,7 @@ s_setup (void **state)
     fixture_t *f = calloc (1, sizeof *f);
     assert_non_null (f);
     char base [TU_DIR_MAX];
-    assert_int_equal (gw_rundir_default_base (base, sizeof base), 0);
+    assert_int_equal (gw_runbase_default (base, sizeof base), 0);
     assert_int_equal (ch_mkdir_p (base, 0700), 0);
     int n = snprintf (f->dir, sizeof f->dir, "%.40s/test-local-XXXXXX", base);
     assert_true (n > 0 && (size_t) n < sizeof f->dir && strlen (base) <= 40);

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gw_conn.h"
+#include "wire/gw_conn.h"
 
 #define SECRET "e8bd966f-188aaf0fb9d983f3cf49159a"
 

@@ -20,8 +20,8 @@
 #include "ch_asm.h"
 #include "ch_frame.h"
 #include "ch_io.h"
-#include "gw_drive.h"
-#include "gw_log.h"
+#include "guest/gw_drive.h"
+#include "base/gw_log.h"
 
 //  A fake peer: reads the driver's requests, answers as `mode` says.
 typedef struct {

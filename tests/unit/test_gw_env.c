@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gw_env.h"
+#include "session/gw_env.h"
 
 static void
 test_gw_env_takes_the_prefixed_variables_only (void **state)

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "gw_hmac.h"
+#include "wire/gw_hmac.h"
 #include "hmac_vectors.h"
 
 //  Sign the four JSON frames of a vector the way a sender does.

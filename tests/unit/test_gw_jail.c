@@ -3,9 +3,9 @@
     gw_jail_mount). The jail itself is proven on real VMs by
     tests/integration/test_jail.py.
 */
-#include "gw_cgroup.h"
-#include "gw_jail.h"
-#include "gw_jail_mount.h"
+#include "jail/gw_cgroup.h"
+#include "jail/gw_jail.h"
+#include "jail/gw_jail_mount.h"
 #include "tu.h"
 
 #include <stdarg.h>

@@ -17,8 +17,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gw_keep.h"
-#include "gw_log.h"
+#include "disk/gw_keep.h"
+#include "base/gw_log.h"
 #include "tu.h"
 
 #define ID_A "0123456789abcdef01234567"

@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gw_listen.h"
+#include "wire/gw_listen.h"
 
 //  Five ports free right now: bound to 0, read back, closed.
 static void

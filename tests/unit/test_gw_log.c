@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "gw_log.h"
+#include "base/gw_log.h"
 
 static FILE *s_out;
 

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gw_memtrim.h"
+#include "session/gw_memtrim.h"
 #include "tu.h"
 
 #define S_PAGES 64

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gw_out_replay.h"
+#include "server/gw_out_replay.h"
 
 #define S_SESSION "0b5c1d2e-0000-4000-8000-000000000001"
 #define S_KEY "key"

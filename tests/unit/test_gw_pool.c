@@ -24,9 +24,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gw_log.h"
-#include "gw_pool.h"
-#include "gw_poold.h"
+#include "base/gw_log.h"
+#include "snap/gw_pool.h"
+#include "snap/gw_poold.h"
 #include "tu.h"
 
 #define S_SERIALS 16

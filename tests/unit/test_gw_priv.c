@@ -17,9 +17,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gw_privd.h"
-#include "gw_privmsg.h"
-#include "gw_vm.h"
+#include "jail/gw_privd.h"
+#include "jail/gw_privmsg.h"
+#include "vm/gw_vm.h"
 
 #define S_NOBODY 65534u
 

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gw_qcow2.h"
+#include "disk/gw_qcow2.h"
 #include "tu.h"
 
 typedef struct {

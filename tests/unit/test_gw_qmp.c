@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gw_qmp.h"
+#include "vm/gw_qmp.h"
 
 #define GREETING "{\"QMP\": {\"version\": {\"qemu\": {\"micro\": 0, \"minor\": 2, " \
                  "\"major\": 7}, \"package\": \"Debian\"}, \"capabilities\": [\"oob\"]}}\r\n"

@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gw_check.h"
-#include "gw_replay.h"
+#include "session/gw_check.h"
+#include "server/gw_replay.h"
 
 #define S_PARENT "{\"msg_id\":\"c\",\"msg_type\":\"execute_request\"}"
 

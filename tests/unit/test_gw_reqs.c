@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gw_reqs.h"
+#include "session/gw_reqs.h"
 
 static ch_msg_t *
 request (ch_channel_t ch, const char *type, const char *msg_id, json_t *content)

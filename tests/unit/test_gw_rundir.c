@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gw_rundir.h"
+#include "vm/gw_rundir.h"
 #include "tu.h"
 
 typedef struct {
@@ -124,34 +124,6 @@ test_gw_rundir_fixes_base_mode_and_refuses_unsafe_bases (void **state)
     assert_non_null (strstr (err, "not a directory"));
 }
 
-static void
-test_gw_rundir_default_base_is_on_disk (void **state)
-{
-    (void) state;
-    char base [64];
-    assert_int_equal (gw_rundir_default_base (base, sizeof base), 0);
-    char want [64];
-    snprintf (want, sizeof want, "/var/tmp/cellvm-%u", (unsigned) geteuid ());
-    assert_string_equal (base, want);
-    assert_int_equal (gw_rundir_default_base (base, 8), -ENAMETOOLONG);
-}
-
-static void
-test_gw_rundir_parses_start_time (void **state)
-{
-    (void) state;
-    unsigned long long start = 0;
-    //  comm "a) (b" holds both parentheses and spaces.
-    const char *stat = "4242 (a) (b) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 "
-                       "987654 1000 10 18446744073709551615\n";
-    assert_int_equal (gw_rundir_parse_starttime (stat, &start), 0);
-    assert_int_equal (start, 987654);
-    assert_int_equal (gw_rundir_parse_starttime ("4242 (x) S 1 2 3\n", &start), -EINVAL);
-    assert_int_equal (gw_rundir_parse_starttime ("no parenthesis", &start), -EINVAL);
-    assert_int_equal (gw_rundir_parse_starttime ("1 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
-                                                 "12x 0\n", &start), -EINVAL);
-}
-
 //  A run dir as a gateway with this pid file would have left it.
 static void
 s_fake_dir (fixture_t *f, const char *name, const char *pidfile, char *out, size_t cap)
@@ -241,8 +213,6 @@ main (void)
     const struct CMUnitTest tests [] = {
         S_TEST (test_gw_rundir_is_private_and_removed_with_all_in_it),
         S_TEST (test_gw_rundir_fixes_base_mode_and_refuses_unsafe_bases),
-        cmocka_unit_test (test_gw_rundir_default_base_is_on_disk),
-        cmocka_unit_test (test_gw_rundir_parses_start_time),
         S_TEST (test_gw_rundir_sweep_removes_only_dead_gateways_dirs),
         S_TEST (test_gw_rundir_sweep_kills_a_leftover_qemu),
     };

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gw_log.h"
-#include "gw_session.h"
+#include "base/gw_log.h"
+#include "session/gw_session.h"
 #include "ch_frame.h"
 #include "ch_msg.h"
 #include "tu_session.h"

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gw_share.h"
+#include "files/gw_share.h"
 #include "tu.h"
 
 static void

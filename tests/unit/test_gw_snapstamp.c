@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gw_snapstamp.h"
+#include "snap/gw_snapstamp.h"
 #include "tu.h"
 
 #define S_SHA "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "ch_util.h"
-#include "gw_snapstore.h"
+#include "snap/gw_snapstore.h"
 #include "tu.h"
 
 typedef struct {

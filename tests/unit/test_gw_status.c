@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gw_status.h"
+#include "cli/gw_status.h"
 #include "tu.h"
 
 #define S_ID "0123456789abcdef01234567"

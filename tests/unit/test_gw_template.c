@@ -19,9 +19,9 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include "gw_log.h"
-#include "gw_template.h"
-#include "gw_tplmeta.h"
+#include "base/gw_log.h"
+#include "snap/gw_template.h"
+#include "snap/gw_tplmeta.h"
 #include "tu.h"
 #include "tu_gw.h"
 

@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gw_log.h"
-#include "gw_tplmeta.h"
+#include "base/gw_log.h"
+#include "snap/gw_tplmeta.h"
 #include "tu.h"
 #include "tu_gw.h"
 

@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gw_tplmeta.h"
-#include "gw_tplsweep.h"
+#include "snap/gw_tplmeta.h"
+#include "snap/gw_tplsweep.h"
 #include "tu.h"
 
 static char s_base [64];

@@ -29,8 +29,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gw_rundir.h"
-#include "gw_vm.h"
+#include "vm/gw_rundir.h"
+#include "vm/gw_vm.h"
 
 #define FAKE_ENV "TEST_GW_VM_FAKE_QEMU"
 

@@ -29,8 +29,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "gw_qmp.h"
-#include "gw_vm.h"
+#include "vm/gw_qmp.h"
+#include "vm/gw_vm.h"
 #include "ch_frame.h"
 
 typedef struct {

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "gw_vmargv.h"
+#include "vm/gw_vmargv.h"
 
 #define SANDBOX "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
 

@@ -18,8 +18,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "gw_jail.h"
-#include "gw_vm.h"
+#include "jail/gw_jail.h"
+#include "vm/gw_vm.h"
 
 static char s_self [4096];
 static char s_canary [64];

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gw_watch.h"
+#include "guest/gw_watch.h"
 #include "ch_msg.h"
 
 static char s_why [400];
@@ -36,7 +36,7 @@ static void
 test_gw_watch_pings_and_declares_a_silent_init_dead (void **state)
 {
     (void) state;
-    gw_watch_t *w = gw_watch_new ();
+    gw_watch_t *w = gw_watch_new (NULL, NULL);
     gw_watch_reset (w, 0, NULL);
     assert_int_equal (gw_watch_tick (w, 1000, true, s_why, sizeof s_why), GW_WATCH_OK);
     assert_int_equal (gw_watch_tick (w, 1300, true, s_why, sizeof s_why), GW_WATCH_PING);
@@ -62,7 +62,7 @@ static void
 test_gw_watch_counts_what_nobody_asked_for (void **state)
 {
     (void) state;
-    gw_watch_t *w = gw_watch_new ();
+    gw_watch_t *w = gw_watch_new (NULL, NULL);
     gw_watch_reset (w, 0, NULL);
     gw_watch_sent (w, "restart-1");
     gw_watch_owed (w, "hello");
@@ -122,7 +122,7 @@ test_gw_watch_caps_the_console_in_place (void **state)
     int go;
     pid_t pid = s_writer (path, &go);
     s_write (go, 's', 1);                               //  the file exists
-    gw_watch_t *w = gw_watch_new ();
+    gw_watch_t *w = gw_watch_new (NULL, NULL);
     gw_watch_reset (w, pid, path);
     assert_int_equal (gw_watch_tick (w, 1000, false, s_why, sizeof s_why), GW_WATCH_OK);
     s_write (go, 'b', 20);                              //  80 KiB: over the 64 KiB cap
@@ -146,6 +146,62 @@ test_gw_watch_caps_the_console_in_place (void **state)
     rmdir (dir);
 }
 
+//  A stand-in for the root helper behind the seam (gw_priv_console).
+typedef struct {
+    int calls, pid, rc;
+    char path [80];
+} s_borrow_t;
+
+static int
+s_borrow (void *ctx, int pid, const char *path, int *fd_p)
+{
+    s_borrow_t *b = (s_borrow_t *) ctx;
+    b->calls++;
+    b->pid = pid;
+    snprintf (b->path, sizeof b->path, "%s", path);
+    if (b->rc < 0)
+        return b->rc;
+    *fd_p = open (path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    return *fd_p < 0 ? -errno : 0;
+}
+
+static void
+test_gw_watch_gets_the_console_through_its_seam (void **state)
+{
+    (void) state;
+    char dir [] = "/tmp/test_gw_watch.XXXXXX", path [64], old [80], big [80000];
+    assert_non_null (mkdtemp (dir));
+    snprintf (path, sizeof path, "%s/console.log", dir);
+    snprintf (old, sizeof old, "%s.1", path);
+    int fd = open (path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);     //  closed: only the seam has it
+    memset (big, 'b', sizeof big);
+    assert_int_equal (write (fd, big, sizeof big), (ssize_t) sizeof big);
+    close (fd);
+    s_borrow_t b = { 0 };
+    gw_watch_t *w = gw_watch_new (s_borrow, &b);
+    gw_watch_reset (w, 4242, path);                     //  the seam keeps across a reset
+    assert_int_equal (gw_watch_tick (w, 1000, false, s_why, sizeof s_why), GW_WATCH_OK);
+    assert_int_equal (b.calls, 1);
+    assert_int_equal (b.pid, 4242);
+    assert_string_equal (b.path, path);
+    struct stat st;
+    assert_int_equal (stat (path, &st), 0);
+    assert_true (st.st_size < 1024);                    //  cut back through the seam's fd
+    //  A helper that refuses is asked a bounded number of times, then never.
+    s_borrow_t no = { .rc = -EPERM };
+    gw_watch_t *w2 = gw_watch_new (s_borrow, &no);
+    gw_watch_reset (w2, 4242, path);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal (gw_watch_tick (w2, 1000 + 300 * i, false, s_why, sizeof s_why),
+                          GW_WATCH_OK);
+    assert_true (no.calls > 1 && no.calls < 100);
+    gw_watch_destroy (&w2);
+    gw_watch_destroy (&w);
+    unlink (path);
+    unlink (old);
+    rmdir (dir);
+}
+
 int
 main (void)
 {
@@ -155,6 +211,7 @@ main (void)
         cmocka_unit_test (test_gw_watch_pings_and_declares_a_silent_init_dead),
         cmocka_unit_test (test_gw_watch_counts_what_nobody_asked_for),
         cmocka_unit_test (test_gw_watch_caps_the_console_in_place),
+        cmocka_unit_test (test_gw_watch_gets_the_console_through_its_seam),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

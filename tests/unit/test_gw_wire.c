@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gw_wire.h"
+#include "wire/gw_wire.h"
 #include "hmac_vectors.h"
 
 #define KEY "e8bd966f-188aaf0fb9d983f3cf49159a"

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "ch_util.h"
-#include "gw_worker.h"
-#include "gw_xfer.h"
+#include "base/gw_worker.h"
+#include "files/gw_xfer.h"
 
 #define MIB (1u << 20)
 

@@ -4,8 +4,8 @@
 #ifndef TU_GW_H_INCLUDED
 #define TU_GW_H_INCLUDED
 
-#include "gw_tplmeta.h"
-#include "gw_vm.h"
+#include "snap/gw_tplmeta.h"
+#include "vm/gw_vm.h"
 #include "tu.h"
 
 //  A scratch fixture for the template tests, made as tu_fixture_new makes

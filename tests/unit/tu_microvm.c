@@ -18,11 +18,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "gw_backend_microvm.h"
-#include "gw_init.h"
-#include "gw_log.h"
-#include "gw_vmh.h"
-#include "gw_vmstart.h"
+#include "backend/gw_backend_microvm.h"
+#include "guest/gw_init.h"
+#include "base/gw_log.h"
+#include "backend/gw_vmh.h"
+#include "backend/gw_vmstart.h"
 #include "ch_frame.h"
 #include "ch_io.h"
 #include "tu_microvm.h"

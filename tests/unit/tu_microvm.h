@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gw_backend.h"
+#include "backend/gw_backend.h"
 #include "ch_asm.h"
 #include "ch_msg.h"
 

@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "gw_session.h"
+#include "session/gw_session.h"
 #include "ch_msg.h"
 
 //  --------------------------------------------------------------------------

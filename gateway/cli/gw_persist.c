@@ -1,0 +1,290 @@
+/*  gw_persist - a session that outlives its gateway (see gw_persist.h). */
+#include "cli/gw_persist.h"
+#include "disk/gw_keep.h"
+#include "base/gw_log.h"
+#include "base/gw_fs.h"
+#include "base/gw_runbase.h"
+#include "snap/gw_snapstore.h"
+#include "cli/gw_status.h"
+#include "snap/gw_vmsave.h"
+
+#include <czmq.h>
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct _gw_persist_t {
+    char identity [GW_KEEP_ID_LEN + 8];
+    char base [PATH_MAX];                       //  run base: kept/, sessions/
+    char adopt [PATH_MAX];                      //  a claimed kept workspace, "" none
+    char store [PATH_MAX];                      //  the snapshot store
+    char pause_name [GW_SNAP_NAME_MAX + 1];
+    char from [GW_SNAP_NAME_MAX + 1];           //  the snapshot to start from, "" none
+    char kernel_name [128];                     //  from the connection file, "" unknown
+    bool microvm;
+    gw_status_t *status;
+    const char *state;                          //  as last written
+};
+
+int
+gw_persist_conn_read (const gw_conn_t *conn, const char *conn_file, gw_persist_conn_t *out,
+                      char *err, size_t errlen)
+{
+    assert (conn && conn_file && out && err);
+    memset (out, 0, sizeof *out);
+    size_t len = 0;
+    const uint8_t *key = gw_conn_key (conn, &len);
+    char *text = calloc (1, len + 1);
+    if (!text)
+        abort ();
+    memcpy (text, key, len);
+    int rc = gw_keep_identity (conn_file, text, out->identity, sizeof out->identity);
+    free (text);
+    if (rc < 0) {
+        snprintf (err, errlen, "connection file %s: %s", conn_file, strerror (-rc));
+        return rc;
+    }
+    json_t *conn_json = json_load_file (conn_file, 0, NULL);
+    const char *kname = json_string_value (json_object_get (conn_json, "kernel_name"));
+    snprintf (out->kernel_name, sizeof out->kernel_name, "%s", kname ? kname : "");
+    json_decref (conn_json);
+    return 0;
+}
+
+//  The kept /workspace of a restarted predecessor, claimed into a stage
+//  dir of ours (a crash before adoption leaves it for the sweep).
+static void
+s_claim (gw_persist_t *self)
+{
+    char err [600] = "", dir [PATH_MAX];
+    gw_keep_sweep (self->base, GW_KEEP_MAX_AGE_S, zclock_time () / 1000.0);
+    if (gw_keep_stage (self->base, self->identity, dir, sizeof dir, err, sizeof err) < 0
+    ||  rmdir (dir) < 0)
+        return;
+    int rc = gw_keep_claim (self->base, self->identity, dir, err, sizeof err);
+    if (rc == 0) {
+        snprintf (self->adopt, sizeof self->adopt, "%s", dir);
+        gw_log (GW_LOG_INFO, "session.adopting", "dir=%s reason=\"a restart kept /workspace\"",
+                dir);
+    }
+    else if (rc != -ENOENT)
+        gw_log (GW_LOG_WARN, "session.adopt_failed", "reason=\"%s\"", err);
+}
+
+//  Is the snapshot to start from there, whole, and made for these options?
+static int
+s_check_from (gw_persist_t *self, gw_args_t *args, char *err, size_t errlen)
+{
+    if (!self->microvm) {
+        snprintf (err, errlen, "snapshot \"%s\": starting from a snapshot needs the microvm "
+                  "backend", self->from);
+        return -ENOTSUP;
+    }
+    gw_vm_config_t cfg;
+    int rc = gw_args_vm_config_resolved (args, &cfg);
+    if (rc < 0) {
+        snprintf (err, errlen, "the VM options are not usable: %s", strerror (-rc));
+        return rc;
+    }
+    gw_snapstore_t *store = gw_snapstore_new (self->store, err, errlen);
+    gw_snapref_t *ref = store ? gw_snapstore_open (store, self->from, &rc, err, errlen) : NULL;
+    json_t *want = gw_vmsave_expected (&cfg);
+    char why [600];
+    if (!ref)
+        rc = rc < 0 ? rc : -EIO;
+    else if (gw_snapref_mismatch (ref, want, why, sizeof why)) {
+        snprintf (err, errlen, "%s", why);
+        rc = -EPROTO;
+    }
+    else
+        rc = gw_snapref_verify_state (ref, err, errlen);   //  ~0.2 s per 250 MB
+    json_decref (want);
+    gw_snapref_destroy (&ref);
+    gw_snapstore_destroy (&store);
+    return rc;
+}
+
+static int
+s_paths (gw_persist_t *self, const gw_args_t *args, char *err, size_t errlen)
+{
+    const char *run = args->text [GW_OPT_RUN_DIR], *dir = args->text [GW_OPT_SNAPSHOT_DIR];
+    int rc = run ? (snprintf (self->base, sizeof self->base, "%s", run), 0)
+                 : gw_runbase_default (self->base, sizeof self->base);
+    if (rc == 0)
+        rc = dir ? (snprintf (self->store, sizeof self->store, "%s", dir), 0)
+                 : gw_snapstore_default_dir (self->store, sizeof self->store);
+    if (rc < 0)
+        snprintf (err, errlen, "cannot name the run or snapshot directory: %s", strerror (-rc));
+    return rc;
+}
+
+//  The snapshot to start from, unless a restart's kept /workspace is
+//  there: checked whole. 0, or -errno with one line in err.
+static int
+s_from (gw_persist_t *self, gw_args_t *args, const char *from, char *err, size_t errlen)
+{
+    if (!from || !from [0])
+        return 0;
+    if (self->adopt [0]) {
+        gw_log (GW_LOG_INFO, "session.restart_over_snapshot", "snapshot=%.80s reason=\"a "
+                "restart gives a fresh interpreter over the kept /workspace\"", from);
+        return 0;
+    }
+    if (!gw_snapstore_name_ok (from)) {
+        snprintf (err, errlen, "snapshot name \"%.80s\" is not valid: use "
+                  "[A-Za-z0-9_-]{1,64}", from);
+        return -EINVAL;
+    }
+    snprintf (self->from, sizeof self->from, "%s", from);
+    return s_check_from (self, args, err, errlen);
+}
+
+//  The status file `cellvm ls` reads; a session goes on without one.
+static void
+s_status (gw_persist_t *self, const char *backend, const char *conn_file)
+{
+    char serr [300] = "";
+    self->status = gw_status_new (self->base, self->identity, backend, conn_file,
+                                  self->kernel_name [0] ? self->kernel_name : NULL, serr,
+                                  sizeof serr);
+    if (!self->status)
+        gw_log (GW_LOG_WARN, "session.no_status_file", "reason=\"%s\"", serr);
+    else if (self->from [0])
+        gw_status_set (self->status, "from_snapshot", json_string (self->from));
+}
+
+gw_persist_t *
+gw_persist_new (gw_args_t *args, const gw_persist_conn_t *facts, const char *conn_file,
+                char *err, size_t errlen)
+{
+    assert (args && facts && conn_file);
+    gw_persist_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    const char *backend = args->text [GW_OPT_BACKEND] ? args->text [GW_OPT_BACKEND] : "";
+    const char *from = args->text [GW_OPT_FROM_SNAPSHOT] ? args->text [GW_OPT_FROM_SNAPSHOT]
+                     : getenv ("CELLVM_FROM_SNAPSHOT");
+    self->microvm = strcmp (backend, "microvm") == 0;
+    snprintf (self->identity, sizeof self->identity, "%s", facts->identity);
+    snprintf (self->kernel_name, sizeof self->kernel_name, "%s", facts->kernel_name);
+    snprintf (self->pause_name, sizeof self->pause_name, "paused-%s", self->identity);
+    if (s_paths (self, args, err, errlen) < 0)
+        goto fail;
+    s_claim (self);                             //  a restart's /workspace wins over a snapshot
+    if (s_from (self, args, from, err, errlen) < 0)
+        goto fail;
+    s_status (self, backend, conn_file);
+    return self;
+fail:;
+    char ignored [200];
+    if (self->adopt [0])                        //  not adopted: leave it for a next try
+        gw_keep_commit (self->base, self->identity, self->adopt, ignored, sizeof ignored);
+    free (self);
+    return NULL;
+}
+
+void
+gw_persist_destroy (gw_persist_t **self_p)
+{
+    assert (self_p);
+    gw_persist_t *self = *self_p;
+    if (!self)
+        return;
+    gw_status_destroy (&self->status);
+    if (self->adopt [0] && access (self->adopt, F_OK) == 0)
+        gw_fs_remove_tree (self->adopt);        //  adopted (linked) or abandoned
+    free (self);
+    *self_p = NULL;
+}
+
+const char *
+gw_persist_adopt_dir (const gw_persist_t *self)
+{
+    return self->adopt [0] ? self->adopt : NULL;
+}
+
+void
+gw_persist_microvm_opts (const gw_persist_t *self, gw_microvm_opts_t *opts)
+{
+    opts->adopt_chain_dir = gw_persist_adopt_dir (self);
+    opts->from_snapshot = self->from [0] ? self->from : NULL;
+    opts->snapshot_dir = self->store;
+}
+
+void
+gw_persist_session_opts (const gw_persist_t *self, const gw_args_t *args,
+                         gw_session_opts_t *opts)
+{
+    opts->idle_pause = self->microvm ? args->idle_pause : 0;
+    opts->idle_timeout = args->idle_timeout;
+    opts->ttl = args->ttl;
+    opts->snapshot_dir = self->store;
+    opts->pause_name = self->pause_name;
+    opts->kernel_name = self->kernel_name [0] ? self->kernel_name : NULL;
+    //  A local kernel already runs in the launch folder itself.
+    static char cwd [PATH_MAX];
+    if (self->microvm && gw_args_has (args, GW_OPT_SHARE_CWD) && getcwd (cwd, sizeof cwd)) {
+        opts->share_dir = cwd;
+        opts->share_max = (size_t) args->share_max;
+    }
+}
+
+void
+gw_persist_tick (gw_persist_t *self, gw_session_t *session)
+{
+    if (!self->status)
+        return;
+    const char *state = gw_session_state_name (session);
+    gw_backend_t *be = gw_session_backend (session);
+    const char *ws = gw_backend_workspace (be);
+    gw_status_set (self->status, "qemu_pid", json_integer (gw_backend_pid (be)));
+    gw_status_set (self->status, "workspace", ws ? json_string (ws) : NULL);
+    gw_status_set (self->status, "paused_snapshot", strcmp (state, "paused") == 0
+                   ? json_string (self->pause_name) : NULL);
+    if (strcmp (state, "idle") != 0)
+        gw_status_touch (self->status);
+    if (state != self->state)
+        gw_status_set_state (self->status, state);
+    self->state = state;
+    gw_status_flush (self->status, false);
+}
+
+void
+gw_persist_end (gw_persist_t *self, gw_session_t *session)
+{
+    char dir [PATH_MAX], err [600] = "";
+    if (!gw_session_restart_requested (session))
+        return;
+    int rc = gw_keep_stage (self->base, self->identity, dir, sizeof dir, err, sizeof err);
+    if (rc == 0 && (rc = gw_session_keep_workspace (session, dir, err, sizeof err)) < 0)
+        gw_fs_remove_tree (dir);
+    else if (rc == 0)
+        rc = gw_keep_commit (self->base, self->identity, dir, err, sizeof err);
+    gw_log (rc < 0 ? GW_LOG_ERROR : GW_LOG_INFO, "session.workspace_kept", "identity=%s rc=%d "
+            "reason=\"%s\"", self->identity, rc, rc < 0 ? err : "restart requested");
+}
+
+int
+gw_persist_gc_main (gw_args_t *args)
+{
+    char dir [PATH_MAX], err [600] = "";
+    int rc = args->text [GW_OPT_SNAPSHOT_DIR]
+           ? (snprintf (dir, sizeof dir, "%s", args->text [GW_OPT_SNAPSHOT_DIR]), 0)
+           : gw_snapstore_default_dir (dir, sizeof dir);
+    gw_snapstore_t *store = rc == 0 ? gw_snapstore_new (dir, err, sizeof err) : NULL;
+    if (store)
+        rc = gw_snapstore_gc (store, args->snapshot_max_age, args->snapshot_max_bytes,
+                              zclock_time () / 1000.0);
+    gw_snapstore_destroy (&store);
+    if (!store && !err [0])
+        snprintf (err, sizeof err, "no snapshot store: %s", strerror (-rc));
+    if (err [0] || rc < 0)
+        fprintf (stderr, "cellvm-gateway: --snapshot-gc: %s\n", err [0] ? err : strerror (-rc));
+    else
+        gw_log (GW_LOG_INFO, "snapshot.gc_done", "deleted=%d dir=%s", rc, dir);
+    return err [0] || rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,101 @@
+/*  gw_snapstamp - a snapshot's verification stamp (see gw_snapstamp.h). */
+#include "snap/gw_snapstamp.h"
+#include "snap/gw_snapstore.h"
+#include "ch_util.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+//  What identifies the file at state now, with the hash it is said to have.
+static json_t *
+s_fingerprint (const char *state, const char *sha)
+{
+    struct stat st;
+    if (lstat (state, &st) < 0 || !S_ISREG (st.st_mode))
+        return NULL;
+    return json_pack ("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "state_sha256", sha,
+                      "dev", (json_int_t) st.st_dev, "ino", (json_int_t) st.st_ino,
+                      "size", (json_int_t) st.st_size, "nlink", (json_int_t) st.st_nlink,
+                      "mtime_s", (json_int_t) st.st_mtim.tv_sec,
+                      "mtime_ns", (json_int_t) st.st_mtim.tv_nsec,
+                      "ctime_s", (json_int_t) st.st_ctim.tv_sec,
+                      "ctime_ns", (json_int_t) st.st_ctim.tv_nsec);
+}
+
+bool
+gw_snapstamp_matches (const char *dir, const char *state, const char *sha)
+{
+    assert (dir && state && sha);
+    char path [PATH_MAX];
+    if (snprintf (path, sizeof path, "%s/" GW_SNAPSTAMP_FILE, dir) >= (int) sizeof path)
+        return false;
+    json_t *now = s_fingerprint (state, sha);
+    json_t *stamp = now ? json_load_file (path, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    bool same = stamp && json_equal (stamp, now);
+    json_decref (stamp);
+    json_decref (now);
+    return same;
+}
+
+int
+gw_snapstamp_write (const char *dir, const char *state, const char *sha)
+{
+    assert (dir && state && sha);
+    char path [PATH_MAX], tmp [PATH_MAX];
+    if (snprintf (path, sizeof path, "%s/" GW_SNAPSTAMP_FILE, dir) >= (int) sizeof path
+    ||  snprintf (tmp, sizeof tmp, "%s/.verified-%d.tmp", dir, (int) getpid ())
+        >= (int) sizeof tmp)
+        return -ENAMETOOLONG;
+    json_t *now = s_fingerprint (state, sha);
+    if (!now)
+        return -ENOENT;
+    int rc = json_dump_file (now, tmp, JSON_COMPACT | JSON_SORT_KEYS) == 0 ? 0 : -EIO;
+    json_decref (now);
+    if (rc == 0 && rename (tmp, path) < 0)
+        rc = -errno;
+    if (rc < 0)
+        unlink (tmp);
+    return rc;
+}
+
+//  ---------------------------------------------------------------------------
+//  gw_snapref_verify_state (gw_snapstore.h): here, beside the stamp it uses.
+//  Each failure says which snapshot and what is wrong, in err.
+
+int
+gw_snapref_verify_state (const gw_snapref_t *self, char *err, size_t errlen)
+{
+    assert (self);
+    const char *name = gw_snapref_name (self), *state = gw_snapref_state (self);
+    const char *want = json_string_value (json_object_get (gw_snapref_meta (self),
+                                                           "state_sha256"));
+    char hex [65];
+    int rc = -EBADMSG;
+    if (!want || strlen (want) != 64) {
+        snprintf (err, errlen, "snapshot \"%s\" is corrupt: meta.json has no state_sha256",
+                  name);
+        return rc;
+    }
+    if (gw_snapstamp_matches (gw_snapref_dir (self), state, want))
+        return 0;                               //  hashed before, and unchanged since
+    //  O_NONBLOCK: a FIFO swapped in since open hashes as empty, not forever.
+    if ((rc = ch_sha256_file (state, O_NOFOLLOW | O_NONBLOCK, hex, NULL)) < 0) {
+        snprintf (err, errlen, "snapshot \"%s\": its state file cannot be read: %s", name,
+                  strerror (-rc));
+        return rc;
+    }
+    if (strcmp (hex, want)) {
+        snprintf (err, errlen, "snapshot \"%s\" is corrupt: its state file's SHA-256 is "
+                  "%.12s..., meta.json says %.12s...", name, hex, want);
+        return -EBADMSG;
+    }
+    gw_snapstamp_write (gw_snapref_dir (self), state, want);   //  read-only store: next time
+    return 0;
+}

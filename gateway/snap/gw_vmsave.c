@@ -1,0 +1,394 @@
+/*  gw_vmsave - session snapshots: save and resume (see gw_vmsave.h). */
+#include "snap/gw_snapstamp.h"
+#include "snap/gw_vmsave.h"
+#include "ch_util.h"
+#include "base/gw_log.h"
+#include "vm/gw_qmp.h"
+#include "snap/gw_tplmeta.h"
+
+#include <czmq.h>
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define S_QMP_MS 5000               //  one QMP command
+#define S_SAVE_MS 120000            //  RAM and devices into the state file
+#define S_BANDWIDTH (64LL << 30)    //  bytes/s: a local file, no throttling
+
+//  ---------------------------------------------------------------------------
+//  QMP
+
+static gw_qmp_t *
+s_qmp_connect (const char *run_dir, char *err, size_t errlen)
+{
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    int n = snprintf (addr.sun_path, sizeof addr.sun_path, "%s/qmp.sock", run_dir);
+    int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (n < 0 || (size_t) n >= sizeof addr.sun_path || fd < 0
+    ||  connect (fd, (struct sockaddr *) &addr, sizeof addr) < 0) {
+        snprintf (err, errlen, "the VM's QMP socket in %s: %s", run_dir, strerror (errno));
+        if (fd >= 0)
+            close (fd);
+        return NULL;
+    }
+    gw_qmp_t *qmp = gw_qmp_new (fd, 0);
+    if (gw_qmp_handshake (qmp, S_QMP_MS, err, errlen) < 0)
+        gw_qmp_destroy (&qmp);
+    return qmp;
+}
+
+static int
+s_qmp (gw_qmp_t *qmp, const char *cmd, json_t *args, char *err, size_t errlen)
+{
+    int rc = gw_qmp_execute (qmp, cmd, args, NULL, S_QMP_MS, err, errlen);
+    json_decref (args);
+    return rc;
+}
+
+//  RAM goes into the stream (not x-ignore-shared: a clone's RAM is private);
+//  a live save stops before the switchover so the disk can be frozen.
+static int
+s_set_caps (gw_qmp_t *qmp, bool pause_before, char *err, size_t errlen)
+{
+    json_t *args = json_pack ("{s:[{s:s, s:b}, {s:s, s:b}]}", "capabilities",
+                              "capability", "x-ignore-shared", "state", 0,
+                              "capability", "pause-before-switchover", "state", pause_before);
+    int rc = s_qmp (qmp, "migrate-set-capabilities", args, err, errlen);
+    if (rc == 0)
+        rc = s_qmp (qmp, "migrate-set-parameters",
+                    json_pack ("{s:I}", "max-bandwidth", (json_int_t) S_BANDWIDTH), err, errlen);
+    return rc;
+}
+
+//  Poll query-migrate until one of the wanted states (e.g. "completed").
+static int
+s_wait_state (gw_qmp_t *qmp, const char *want, int64_t deadline, char *err, size_t errlen)
+{
+    char status [32] = "";
+    while (zclock_mono () < deadline) {
+        int rc = gw_qmp_query_migrate (qmp, status, sizeof status, S_QMP_MS, err, errlen);
+        if (rc < 0)
+            return rc;
+        if (strstr (want, status))
+            return 0;
+        if (strcmp (status, "failed") == 0 || strcmp (status, "cancelled") == 0) {
+            json_t *ret = NULL;
+            char ignored [128];
+            gw_qmp_execute (qmp, "query-migrate", NULL, &ret, S_QMP_MS, ignored, sizeof ignored);
+            snprintf (err, errlen, "QEMU's save %s: %s", status, json_string_value (
+                      json_object_get (ret, "error-desc")) ?: "no reason given");
+            json_decref (ret);
+            return -EIO;
+        }
+        struct timespec ts = { 0, 2 * 1000 * 1000 };
+        nanosleep (&ts, NULL);
+    }
+    snprintf (err, errlen, "the save was still \"%s\" after %d s", status, S_SAVE_MS / 1000);
+    return -ETIMEDOUT;
+}
+
+static int
+s_migrate_to (gw_qmp_t *qmp, const char *cmd, const char *path, int flags, char *err,
+              size_t errlen)
+{
+    int fd = open (path, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        snprintf (err, errlen, "open %s: %s", path, strerror (errno));
+        return -errno;
+    }
+    int rc = gw_qmp_getfd (qmp, "state", fd, S_QMP_MS, err, errlen);
+    close (fd);
+    if (rc == 0)
+        rc = s_qmp (qmp, cmd, json_pack ("{s:s}", "uri", "fd:state"), err, errlen);
+    return rc;
+}
+
+//  QEMU's version as "major.minor.micro package".
+static int
+s_qemu_version (gw_qmp_t *qmp, char *out, size_t cap, char *err, size_t errlen)
+{
+    json_t *ret = NULL;
+    int rc = gw_qmp_execute (qmp, "query-version", NULL, &ret, S_QMP_MS, err, errlen);
+    json_t *q = json_object_get (ret, "qemu");
+    snprintf (out, cap, "%lld.%lld.%lld %s",
+              (long long) json_integer_value (json_object_get (q, "major")),
+              (long long) json_integer_value (json_object_get (q, "minor")),
+              (long long) json_integer_value (json_object_get (q, "micro")),
+              json_string_value (json_object_get (ret, "package")) ?: "");
+    json_decref (ret);
+    return rc;
+}
+
+//  ---------------------------------------------------------------------------
+//  Saving
+
+//  A new top layer over the current one, its backing name relative.
+static int
+s_new_layer (const gw_vmsave_req_t *req, char *name, size_t cap, char *err, size_t errlen)
+{
+    uint32_t r = 0;
+    if (getrandom (&r, sizeof r, 0) != sizeof r)
+        r = (uint32_t) zclock_mono ();
+    snprintf (name, cap, "ws-%08x.qcow2", r);
+    return gw_vm_new_layer (req->cfg, req->run_dir, name, req->disk_top, err, errlen);
+}
+
+//  In the pause before the switchover: freeze the disk under a new top.
+static int
+s_freeze_disk (gw_qmp_t *qmp, const gw_vmsave_req_t *req, gw_vmsave_out_t *out, char *err,
+               size_t errlen)
+{
+    int rc = s_new_layer (req, out->new_top, sizeof out->new_top, err, errlen);
+    char path [PATH_MAX];
+    snprintf (path, sizeof path, "%s/%s", req->run_dir, out->new_top);
+    if (rc == 0)
+        rc = s_qmp (qmp, "blockdev-snapshot-sync",
+                    json_pack ("{s:s, s:s, s:s, s:s}", "device", "ws", "snapshot-file", path,
+                               "format", "qcow2", "mode", "existing"), err, errlen);
+    if (rc < 0)
+        unlink (path);
+    return rc;
+}
+
+//  RAM and devices into state; the disk frozen at the same instant. The
+//  guest runs on afterwards when live, else stays stopped.
+static int
+s_save_vm (gw_qmp_t *qmp, const gw_vmsave_req_t *req, const char *state, gw_vmsave_out_t *out,
+           char *err, size_t errlen)
+{
+    int64_t deadline = zclock_mono () + S_SAVE_MS, stopped = 0;
+    int rc = s_set_caps (qmp, true, err, errlen);
+    if (rc == 0 && !req->live && (rc = s_qmp (qmp, "stop", NULL, err, errlen)) == 0)
+        stopped = zclock_mono ();
+    if (rc == 0)
+        rc = s_migrate_to (qmp, "migrate", state, O_WRONLY | O_CREAT | O_TRUNC, err, errlen);
+    if (rc == 0)
+        rc = s_wait_state (qmp, "pre-switchover", deadline, err, errlen);
+    if (rc == 0 && !stopped)
+        stopped = zclock_mono ();
+    bool frozen = rc == 0 && s_freeze_disk (qmp, req, out, err, errlen) == 0;
+    if (rc == 0 && !frozen)
+        rc = -EIO;
+    if (rc == 0)
+        rc = s_qmp (qmp, "migrate-continue", json_pack ("{s:s}", "state", "pre-switchover"),
+                    err, errlen);
+    if (rc == 0)
+        rc = s_wait_state (qmp, "completed", deadline, err, errlen);
+    char ignored [256];
+    if (rc < 0)                                 //  whatever happened, never leave it stopped
+        gw_qmp_execute (qmp, "migrate_cancel", NULL, NULL, S_QMP_MS, ignored, sizeof ignored);
+    if (req->live || rc < 0)
+        gw_qmp_execute (qmp, "cont", NULL, NULL, S_QMP_MS, ignored, sizeof ignored);
+    out->pause_ms = stopped ? zclock_mono () - stopped : 0;
+    return rc;
+}
+
+//  The frozen chain as one standalone disk in the staging dir.
+static int
+s_flatten (const gw_vmsave_req_t *req, const char *staging, char *err, size_t errlen)
+{
+    char src [PATH_MAX * 2], dst [PATH_MAX + 32];
+    snprintf (src, sizeof src, "%s/%s", req->run_dir, req->disk_top);
+    snprintf (dst, sizeof dst, "%s/" GW_SNAP_DISK, staging);
+    const char *args [] = { "convert", "-U", "-O", "qcow2", src, dst, NULL };
+    return gw_vm_run_qemu_img (req->cfg->qemu_img, &req->cfg->jail, req->run_dir,
+                               req->disk_top, staging, args, err, errlen);
+}
+
+//  What QEMU's command line says: the TSC rate on -append (a clone runs
+//  with its template's) and whether RAM is a backend named "mem".
+static void
+s_cmdline_facts (int pid, unsigned *tsc_p, bool *named_p)
+{
+    char path [64], buf [8192];
+    snprintf (path, sizeof path, "/proc/%d/cmdline", pid);
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read (fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close (fd);
+    buf [n > 0 ? n : 0] = '\0';
+    for (ssize_t i = 0; i < n; i++)
+        if (buf [i] == '\0')
+            buf [i] = ' ';
+    const char *t = strstr (buf, "tsc_early_khz=");
+    *tsc_p = t ? (unsigned) strtoul (t + 14, NULL, 10) : 0;
+    *named_p = strstr (buf, "memory-backend=mem") != NULL;
+}
+
+static json_t *
+s_meta (const gw_vmsave_req_t *req, const char *staging, const char *qemu_version,
+        char *err, size_t errlen)
+{
+    char path [PATH_MAX + 32], hex [65];
+    off_t state_bytes = 0, disk_bytes = 0;
+    snprintf (path, sizeof path, "%s/" GW_SNAP_STATE, staging);
+    int rc = ch_sha256_file (path, 0, hex, &state_bytes);
+    snprintf (path, sizeof path, "%s/" GW_SNAP_DISK, staging);
+    struct stat st;
+    if (rc < 0 || stat (path, &st) < 0) {
+        snprintf (err, errlen, "reading back %s: %s", staging, strerror (rc < 0 ? -rc : errno));
+        return NULL;
+    }
+    disk_bytes = st.st_size;
+    unsigned tsc;
+    bool named;
+    s_cmdline_facts (req->pid, &tsc, &named);
+    json_t *meta = gw_vmsave_expected (req->cfg);
+    json_object_update_new (meta, json_pack ("{s:f, s:s, s:i, s:b, s:I, s:s, s:I}",
+        "created", zclock_time () / 1000.0, "qemu_version", qemu_version,
+        "tsc_khz", (int) tsc, "mem_named", named,
+        "state_bytes", (json_int_t) state_bytes, "state_sha256", hex,
+        "disk_file_bytes", (json_int_t) disk_bytes));
+    snprintf (path, sizeof path, "%s/" GW_SNAP_STATE, staging);
+    gw_snapstamp_write (staging, path, hex);    //  its resumes need not hash it again
+    if (req->extra)
+        json_object_update (meta, req->extra);
+    return meta;
+}
+
+//  A save that failed on a nearly full store: say so first.
+static void
+s_explain_space (const char *staging, char *err, size_t errlen)
+{
+    struct statvfs fs;
+    if (statvfs (staging, &fs) < 0 || (uint64_t) fs.f_bavail * fs.f_frsize >= (64u << 20))
+        return;
+    char why [600];
+    snprintf (why, sizeof why, "%s", err);
+    snprintf (err, errlen, "the snapshot store has no space left (%llu MiB free; a snapshot "
+              "needs about the guest's used RAM plus its /workspace): %s",
+              (unsigned long long) ((uint64_t) fs.f_bavail * fs.f_frsize >> 20), why);
+}
+
+int
+gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave_req_t *req,
+                    gw_vmsave_out_t *out, char *err, size_t errlen)
+{
+    assert (store && name && req && out);
+    memset (out, 0, sizeof *out);
+    int64_t t0 = zclock_mono ();
+    char staging [PATH_MAX], state [PATH_MAX + 8], version [128] = "";
+    json_t *meta = NULL;
+    gw_qmp_t *qmp = NULL;
+    int rc = gw_snapstore_stage (store, name, staging, sizeof staging, err, errlen);
+    if (rc < 0)
+        return rc;
+    snprintf (state, sizeof state, "%s/" GW_SNAP_STATE, staging);
+    if (!(qmp = s_qmp_connect (req->run_dir, err, errlen))) {
+        rc = -EIO;
+        goto fail;
+    }
+    if ((rc = s_qemu_version (qmp, version, sizeof version, err, errlen)) < 0
+    ||  (rc = s_save_vm (qmp, req, state, out, err, errlen)) < 0)
+        goto fail;
+    gw_qmp_destroy (&qmp);
+    if ((rc = s_flatten (req, staging, err, errlen)) < 0)
+        goto fail;
+    if (!(meta = s_meta (req, staging, version, err, errlen))) {
+        rc = -EIO;
+        goto fail;
+    }
+    json_int_t b = json_integer_value (json_object_get (meta, "state_bytes"))
+                 + json_integer_value (json_object_get (meta, "disk_file_bytes"));
+    rc = gw_snapstore_publish (store, staging, name, meta, err, errlen);
+    json_decref (meta);
+    out->bytes = (uint64_t) b;
+    out->ms = zclock_mono () - t0;
+    return rc;
+fail:
+    gw_qmp_destroy (&qmp);
+    s_explain_space (staging, err, errlen);
+    gw_snapstore_abort (store, staging);
+    return rc;
+}
+
+//  ---------------------------------------------------------------------------
+//  Resuming
+
+json_t *
+gw_vmsave_expected (const gw_vm_config_t *cfg)
+{
+    json_t *in = gw_tplmeta_inputs (cfg), *out = json_object ();
+    const char *keys [] = { "image_hash", "mem_mib", "vcpus", "cpu", "accel", "disk_bytes",
+                            "append" };
+    for (size_t i = 0; i < sizeof keys / sizeof keys [0]; i++)
+        json_object_set (out, keys [i], json_object_get (in, keys [i]));
+    json_decref (in);
+    return out;
+}
+
+//  Feed the state to a VM started with -incoming defer, then run it.
+static int
+s_load (gw_vm_t *vm, const gw_snapref_t *ref, int timeout_ms, char *err, size_t errlen)
+{
+    int fd = -1, rc = gw_vm_wait_port (vm, "qmp", timeout_ms, &fd);
+    gw_qmp_t *qmp = rc == 0 ? gw_qmp_new (fd, 0) : NULL;
+    if (rc < 0)
+        snprintf (err, errlen, "QEMU's QMP port: %s", strerror (-rc));
+    else if (gw_qmp_handshake (qmp, S_QMP_MS, err, errlen) < 0)
+        gw_qmp_destroy (&qmp);
+    char version [128] = "", why [600];
+    rc = qmp ? s_qemu_version (qmp, version, sizeof version, err, errlen) : -EIO;
+    json_t *want = json_pack ("{s:s}", "qemu_version", version);
+    if (rc == 0 && gw_snapref_mismatch (ref, want, why, sizeof why)) {
+        snprintf (err, errlen, "%s", why);
+        rc = -EPROTO;
+    }
+    json_decref (want);
+    if (rc == 0)
+        rc = s_set_caps (qmp, false, err, errlen);
+    if (rc == 0)
+        rc = s_migrate_to (qmp, "migrate-incoming", gw_snapref_state (ref), O_RDONLY, err,
+                           errlen);
+    if (rc == 0)
+        rc = s_wait_state (qmp, "completed", zclock_mono () + timeout_ms, err, errlen);
+    if (rc == 0)
+        rc = s_qmp (qmp, "cont", NULL, err, errlen);
+    gw_qmp_destroy (&qmp);
+    return rc;
+}
+
+gw_vm_t *
+gw_vmsave_resume (const gw_snapref_t *ref, const gw_vm_config_t *cfg, int timeout_ms,
+                  char *err, size_t errlen)
+{
+    assert (ref && cfg);
+    char why [600];
+    json_t *meta = gw_snapref_meta (ref), *want = gw_vmsave_expected (cfg);
+    const char *bad = gw_snapref_mismatch (ref, want, why, sizeof why);
+    json_decref (want);
+    if (bad) {
+        snprintf (err, errlen, "%s", bad);
+        return NULL;
+    }
+    gw_vm_config_t c = *cfg;
+    c.mem_path = NULL;
+    c.mem_named = json_is_true (json_object_get (meta, "mem_named"));
+    c.incoming_defer = true;
+    c.disk_backing = c.disk_seed = c.disk_chain_dir = c.disk_name = NULL;
+    c.disk_base = gw_snapref_disk (ref);
+    json_int_t tsc = json_integer_value (json_object_get (meta, "tsc_khz"));
+    if (tsc > 0 && tsc < 100000000)
+        c.tsc_khz = (unsigned) tsc;             //  the source's -append, exactly
+    gw_vm_t *vm = gw_vm_new (&c, err, errlen);
+    int rc = vm ? gw_vm_start (vm, err, errlen) : -EIO;
+    if (rc == 0 && (rc = s_load (vm, ref, timeout_ms, err, errlen)) < 0) {
+        char detail [600];
+        snprintf (detail, sizeof detail, "%s", err);
+        snprintf (err, errlen, "snapshot \"%s\" could not be resumed: %s",
+                  gw_snapref_name (ref), detail);
+    }
+    if (rc < 0)
+        gw_vm_destroy (&vm);
+    return vm;
+}
