@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "mc_proc.h"
+#include "ch_sig.h"
 
 struct _mc_spec_t {
     char path [PATH_MAX];
@@ -283,14 +284,7 @@ s_child (char **argv, char **envp, int logfd, int nullfd, int errfd)
     //  Dispositions and the mask survive exec: the gateway starts from the
     //  ordinary ones, not ours (SIGPIPE ignored, SIGTERM blocked) nor whatever
     //  cellvm-mcp's own launcher ignored (SIGINT for a background job).
-    struct sigaction dfl;
-    memset (&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; sig++)
-        sigaction (sig, &dfl, NULL);
-    sigset_t none;
-    sigemptyset (&none);
-    sigprocmask (SIG_SETMASK, &none, NULL);
+    ch_sig_defaults ();
     setsid ();
     prctl (PR_SET_PDEATHSIG, SIGTERM);
     dup2 (nullfd, 0);

@@ -5,6 +5,7 @@
     async-signal-safe calls; everything it needs is prepared beforehand.
 */
 #include "backend/gw_backend_local.h"
+#include "ch_sig.h"
 #include "disk/gw_keep.h"
 #include "vm/gw_rundir.h"
 #include "base/gw_fs.h"
@@ -65,17 +66,10 @@ typedef struct {
 static void
 s_child_reset_signals (void)
 {
-    struct sigaction sa;
-    memset (&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
     //  The gateway ignores SIGINT and blocks SIGTERM/SIGCHLD, and whoever
     //  started it may have ignored more (nohup: SIGHUP): the kernel starts
     //  from the ordinary dispositions, every one, as QEMU does (gw_vmspawn).
-    for (int sig = 1; sig < NSIG; sig++)
-        sigaction (sig, &sa, NULL);
-    sigset_t none;
-    sigemptyset (&none);
-    sigprocmask (SIG_SETMASK, &none, NULL);
+    ch_sig_defaults ();
 }
 
 static void

@@ -1,5 +1,6 @@
 /*  gw_vmspawn - start one program for gw_vm (see gw_vmspawn.h). */
 #include "jail/gw_vmspawn.h"
+#include "ch_sig.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,17 +27,12 @@ typedef struct {
 static void
 s_child_reset (const gw_vmspawn_t *sp)
 {
+    ch_sig_defaults ();
+    //  Over RLIMIT_FSIZE a write fails with EFBIG instead of killing QEMU.
     struct sigaction sa;
     memset (&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; sig++)
-        sigaction (sig, &sa, NULL);
-    //  Over RLIMIT_FSIZE a write fails with EFBIG instead of killing QEMU.
     sa.sa_handler = SIG_IGN;
     sigaction (SIGXFSZ, &sa, NULL);
-    sigset_t none;
-    sigemptyset (&none);
-    sigprocmask (SIG_SETMASK, &none, NULL);
     struct rlimit no_core = { 0, 0 }, fsize = { sp->fsize, sp->fsize };
     setrlimit (RLIMIT_CORE, &no_core);          //  no 512 MiB core files
     if (sp->fsize)

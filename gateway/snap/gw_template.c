@@ -1,5 +1,6 @@
 /*  gw_template - snapshot templates (see gw_template.h, docs/snapshots.md). */
 #include "snap/gw_template.h"
+#include "ch_sig.h"
 #include "ch_util.h"
 #include "guest/gw_drive.h"
 #include "base/gw_log.h"
@@ -332,14 +333,7 @@ gw_template_build_detached (char *const argv [], const char *log_path)
         //  The gateway ignores SIGINT and blocks SIGTERM for its signalfd, and
         //  both survive exec: the builder and the pool daemon start from the
         //  ordinary dispositions (every one) and set their own.
-        struct sigaction dfl;
-        memset (&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        for (int sig = 1; sig < NSIG; sig++)
-            sigaction (sig, &dfl, NULL);
-        sigset_t none;
-        sigemptyset (&none);
-        sigprocmask (SIG_SETMASK, &none, NULL);
+        ch_sig_defaults ();
         execv (self, argv);
         _exit (127);
     }

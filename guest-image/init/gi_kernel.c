@@ -1,5 +1,6 @@
 /*  gi_kernel - the supervised cellvm-kernel process. */
 #include "gi_kernel.h"
+#include "ch_sig.h"
 #include "gi_log.h"
 #include "gi_sys.h"
 
@@ -98,11 +99,7 @@ s_child_setup (void)
     struct rlimit nproc = { GI_PIDS_MAX, GI_PIDS_MAX }, core = { 0, 0 };
     setrlimit (RLIMIT_NPROC, &nproc);
     setrlimit (RLIMIT_CORE, &core);
-    sigset_t none;
-    sigemptyset (&none);
-    sigprocmask (SIG_SETMASK, &none, NULL);
-    for (int sig = 1; sig < NSIG; sig++)
-        signal (sig, SIG_DFL);
+    ch_sig_defaults ();
     int null = open ("/dev/null", O_RDONLY);
     if (null > 0) {
         dup2 (null, 0);
