@@ -310,8 +310,8 @@ class UserSession(Session):
     """A session whose gateway runs as `nobody`: the connection file is copied where that user
     can read it, then the launcher is exec'd through setpriv."""
 
-    def _write_spec(self, kernel, extra_args, image):
-        name = super()._write_spec(kernel, extra_args, image)
+    def _write_spec(self, kernel, extra_args, image, launcher=()):
+        name = super()._write_spec(kernel, extra_args, image, launcher)
         spec_path = self.dir / "kernels" / name / "kernel.json"
         import json
         spec = json.loads(spec_path.read_text())
