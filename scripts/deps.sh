@@ -13,7 +13,7 @@ PKGS=(
   python3-ipywidgets
   # test and client tooling (run with /usr/bin/python3)
   python3-jupyter-client python3-ipykernel python3-nbclient python3-nbformat
-  python3-jupyter-kernel-test python3-pytest python3-psutil
+  python3-jupyter-kernel-test python3-pytest python3-pytest-xdist python3-psutil
   # make serve and its test (docs/remote.md): Jupyter Server, a WebSocket client
   python3-jupyter-server python3-websocket
   # the browser test (tests/integration/test_browser.py): classic Notebook in headless Chromium
