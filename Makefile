@@ -9,6 +9,10 @@ SANITIZER ?=
 FUZZ_TIME ?= 60
 PYTHON := /usr/bin/python3
 PYTEST_ARGS ?= --durations=25
+# Integration tests side by side (pytest-xdist), JOBS at a time; 0 runs them in this process.
+# Most of a test's time is spent waiting on a guest, so two at a time on two cores takes about
+# half as long (docs/testing.md).
+JOBS ?= 2
 
 ifeq ($(SANITIZER),)
   B ?= build
@@ -53,7 +57,7 @@ KERNELSPECS := $(B)/share/jupyter/kernels/cellvm/kernel.json \
 
 DEPS_STAMP := build/.deps-ok
 
-.PHONY: sizes all deps kernel gateway init test unit integration layers check fuzz bench run serve install clean kernelspecs image template
+.PHONY: sizes all deps kernel gateway init test test-fast test-fresh unit integration layers check fuzz bench run serve install clean kernelspecs image template
 all: $(DEPS_STAMP) kernel gateway init kernelspecs $(B)/cellvm
 
 $(DEPS_STAMP): scripts/deps.sh
@@ -148,8 +152,10 @@ template: image
 	  CELLVM_IMAGE_DIR=$(abspath build/image) bash scripts/kernelspec.sh $$k $(abspath $(B)) \
 	    $(B)/share/jupyter/kernels/$$k/kernel.json || exit 1; done
 
+INTEGRATION = CELLVM_BUILD=$(abspath $(B)) CELLVM_IMAGE=$(abspath build/image) \
+  $(PYTHON) -m pytest -q -n $(JOBS) tests/integration
 integration: all template $(B)/tests/test_gw_vm_boot
-	CELLVM_BUILD=$(abspath $(B)) CELLVM_IMAGE=$(abspath build/image) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)
+	$(INTEGRATION) $(PYTEST_ARGS)
 
 # The gateway's layers (gateway/LAYERS, docs/gateway.md): no include and no call against their
 # order, read from the sources and from nm of the objects; then the check's own test.
@@ -159,6 +165,15 @@ layers: $(GW_OBJ) $(GW_PROG_OBJ)
 	LAYERS_OBJS=$(abspath $(B))/obj/gateway $(PYTHON) -m pytest -q -p no:cacheprovider tests/scripts
 
 test: all layers unit integration
+
+# A developer's loop (docs/testing.md): everything but the integration tests marked slow.
+test-fast: all layers unit template $(B)/tests/test_gw_vm_boot
+	$(INTEGRATION) -m "not slow" $(PYTEST_ARGS)
+
+# `make test` as a new machine and a background launcher run it: an empty HOME, SIGINT ignored,
+# stdin closed (scripts/fresh-run.sh). What CI runs.
+test-fresh:
+	bash scripts/fresh-run.sh $(MAKE) test
 
 # Sanitizer build of everything, unit tests and the integration suite against it.
 # Reports go to files (the kernel's fd 2 is its capture pipe), and any report

@@ -35,6 +35,10 @@ WATCH = pytest.StashKey()
 
 def pytest_configure(config):
     config.addinivalue_line(
+        "markers", "slow: over about 7 s on the 2-core reference machine (a cold boot, a TTL or "
+        "idle timer run out, a big transfer, a fork bomb); `make test` runs it, `make test-fast` "
+        "(-m 'not slow') does not. Taken from the --durations figures")
+    config.addinivalue_line(
         "markers", "allow_slow_reactor(reason): the gateway may log event=reactor.slow (a "
         "reactor turn over 50 ms) during this test; say why in reason")
 

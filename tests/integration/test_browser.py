@@ -642,6 +642,7 @@ def close_page(server, page):
 # --------------------------------------------------------------------------
 # Tests
 
+@pytest.mark.slow
 def test_sales_notebook(server, browser, kernel):
     from selenium.webdriver.common.by import By
     page = open_notebook(server, browser, kernel, "01-pandas-analysis.ipynb", kernel)
@@ -661,6 +662,7 @@ def test_sales_notebook(server, browser, kernel):
         close_page(server, page)
 
 
+@pytest.mark.slow
 def test_chart_notebook(server, browser, kernel):
     from selenium.webdriver.common.by import By
     page = open_notebook(server, browser, kernel, "02-matplotlib-chart.ipynb", kernel)
@@ -681,6 +683,7 @@ def test_chart_notebook(server, browser, kernel):
         close_page(server, page)
 
 
+@pytest.mark.slow
 def test_streaming_output(scratch):
     page = scratch()
     i = page.add_cell("import time\nfor n in range(6):\n    print(f'line {n}', flush=True)\n"

@@ -131,6 +131,7 @@ def real():
     s.close()
 
 
+@pytest.mark.slow
 def test_a_stopped_real_microvm_is_detected_and_replaced(real):
     assert real.run("1 + 1").results() == ["2"]
     qemu = real.qemu_pid()
@@ -146,6 +147,7 @@ def test_a_stopped_real_microvm_is_detected_and_replaced(real):
     assert real.run("1 + 1").results() == ["2"]
 
 
+@pytest.mark.slow
 def test_a_real_kernel_that_stops_reading_is_stopped_and_restarted(real):
     real.qemu_pid()                                     # tracked, for close()
     msg_id, _ = real.send("import os, signal; os.kill(os.getpid(), signal.SIGSTOP)")

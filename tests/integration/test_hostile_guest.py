@@ -131,6 +131,7 @@ QMP = [
 
 
 @pytest.mark.parametrize("what,words", QMP, ids=[w for w, _ in QMP])
+@pytest.mark.slow
 def test_hostile_qmp_replies_fail_a_snapshot_with_words(bystander, tmp_path, what, words):
     s = fake_vm_session(extra=("--snapshot-dir", str(tmp_path / "snaps")))
     try:

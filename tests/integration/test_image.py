@@ -204,6 +204,7 @@ def small_vm():
     v.kill()
 
 
+@pytest.mark.slow
 def test_kernel_hello_arrives(vm):
     c = vm.kernel_hello["content"]
     assert c["role"] == "kernel" and c["protocol"] == "cellvm-channel"
@@ -211,6 +212,7 @@ def test_kernel_hello_arrives(vm):
     assert vm.boot_to_hello < READY_TIMEOUT
 
 
+@pytest.mark.slow
 def test_init_hello(vm):
     c = vm.hello_init()["content"]
     assert c["protocol"] == "cellvm-init" and c["role"] == "init" and c["pid"] == 1
@@ -222,6 +224,7 @@ def test_init_hello(vm):
     assert again["hellos"] == c["hellos"] + 1
 
 
+@pytest.mark.slow
 def test_cell_imports_the_data_stack(vm):
     out = vm.run("import numpy, pandas, matplotlib, scipy, IPython, ipywidgets, debugpy\n"
                  "import scipy.optimize, scipy.stats, scipy.signal\n"
@@ -376,6 +379,7 @@ def test_control_port_reconnect(vm):
     assert vm.hello_init()["content"]["kernel"]["state"] == "running"
 
 
+@pytest.mark.slow
 def test_memory_bomb_is_an_oom_kill_and_init_survives(small_vm):
     report = small_vm.kill_kernel_by_cell(
         "b = []\nwhile True:\n    b.append(bytearray(16 << 20))", timeout=240)
@@ -387,6 +391,7 @@ def test_memory_bomb_is_an_oom_kill_and_init_survives(small_vm):
     assert small_vm.run("print(6 * 7)").strip() == "42"
 
 
+@pytest.mark.slow
 def test_fork_bomb_is_contained(small_vm):
     small_vm.kernel.send("execute_request", {
         "code": "import os\nfor _ in range(100000):\n    try:\n        os.fork()\n"

@@ -104,6 +104,7 @@ while True:
 '''
 
 
+@pytest.mark.slow
 def test_05_fork_bomb_is_contained(vms):
     t, others = vms["t"], [vms["a"], vms["b"]]
     ready(t)

@@ -333,6 +333,7 @@ class UserSession(Session):
 @pytest.mark.allow_slow_reactor(reason="--no-templates: the cold boot copies the disk seed on "
                                 "the reactor thread (disk_ms 10-60 under load); known, to move "
                                 "off the reactor")
+@pytest.mark.slow
 def test_a_gateway_that_is_not_root_jails_in_a_user_namespace_or_says_why():
     s = UserSession("cellvm", extra_args=["--no-templates"], name="nobody")
     try:

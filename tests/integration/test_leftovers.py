@@ -8,7 +8,10 @@ gateways) do not disturb the checks. Each test first shows that the check sees a
 QEMU, dir, sockets and disk, so an empty answer afterwards means something.
 """
 import os
+import pathlib
+import shutil
 import signal
+import tempfile
 import time
 
 from sessions import (Session, alive, kernel_spec, leftovers, qemu_run_dir, wait_gone,
@@ -19,10 +22,11 @@ def kinds(found):
     return {line.split()[0] for line in found}
 
 
-def _start(tmp_path, n):
+def _start(tmp_path, n, run_base=None):
     kernel_spec("cellvm")                       # fails (never skips) without build or image
     env = {"XDG_DATA_HOME": str(tmp_path / "data")}    # artifacts land here, not in ~/.local
-    sessions = [Session("cellvm", env=env) for _ in range(n)]
+    extra = ["--run-dir", run_base] if run_base else []
+    sessions = [Session("cellvm", env=env, extra_args=extra) for _ in range(n)]
     for s in sessions:
         s.start(wait=False)
     return sessions
@@ -78,32 +82,37 @@ def test_shutdown_during_boot_leaves_nothing(tmp_path):
 
 
 def test_sigkilled_gateway_is_swept_by_the_next(tmp_path):
-    (s,) = _start(tmp_path, 1)
+    # A run base of its own: any gateway that starts on the default one sweeps a dead gateway's
+    # run dir, and the tests run side by side. Short, for the unix sockets' path limit.
+    base = tempfile.mkdtemp(prefix="cellvm-sweep-", dir="/tmp")
+    (s,) = _start(tmp_path, 1, run_base=base)
     later = []
     try:
         s.wait_ready()
         gw, qemu = s.gateway_pid, s.qemu_pid()
         run_dir = qemu_run_dir(qemu)
-        assert kinds(leftovers([gw])) == {"qemu", "run", "unix", "qcow2"}
+        assert run_dir.parent == pathlib.Path(base), run_dir
+        assert kinds(leftovers([gw], base=base)) == {"qemu", "run", "unix", "qcow2"}
 
         os.kill(gw, signal.SIGKILL)
         # QEMU dies with its gateway (PR_SET_PDEATHSIG), at once.
         assert wait_gone([gw, qemu], 5), f"qemu {qemu} outlived its SIGKILLed gateway {gw}"
-        left = wait_no_leftovers([gw], timeout=3)
+        left = wait_no_leftovers([gw], timeout=3, base=base)
         # Nothing could delete the run dir (disk included): that is the sweeper's job.
         assert run_dir.exists() and "qemu" not in kinds(left) and "unix" not in kinds(left), left
 
         # The client notices its kernel is gone (and so reaps it, as jupyter_client's
         # restarter does); a zombie still looks like a live owner to the sweeper.
         assert not s.km.is_alive()
-        later = _start(tmp_path, 1)                  # a new gateway sweeps at start
+        later = _start(tmp_path, 1, run_base=base)   # a new gateway sweeps at start
         later[0].wait_ready()
-        left = wait_no_leftovers([gw], timeout=10)
+        left = wait_no_leftovers([gw], timeout=10, base=base)
         assert left == [], f"the next gateway did not sweep: {left}"
         assert not run_dir.exists()
 
         g2 = later[0].gateway_pid
         later[0].km.shutdown_kernel(now=False)
-        assert wait_no_leftovers([g2], timeout=10) == []
+        assert wait_no_leftovers([g2], timeout=10, base=base) == []
     finally:
         _close([s] + later)
+        shutil.rmtree(base, ignore_errors=True)

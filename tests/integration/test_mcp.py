@@ -31,6 +31,7 @@ def _built():
     sessions.require_image()
 
 
+@pytest.mark.slow
 def test_sdk_client_acceptance():
     """Issue 12's MCP acceptance list, item by item, with @modelcontextprotocol/sdk."""
     if not (NODE_DIR / "node_modules" / "@modelcontextprotocol" / "sdk").exists():
@@ -276,6 +277,7 @@ IDLE_WORDS = ("cellvm: this session was idle longer than its limit (--idle-timeo
 TTL_WORDS = "cellvm: this session reached its lifetime limit (--ttl) (10 s) and is being shut down."
 
 
+@pytest.mark.slow
 def test_idle_timeout_ends_the_session_in_the_gateways_words(raw):
     s = raw("--idle-timeout", "3")
     s.initialize()
@@ -307,6 +309,7 @@ def test_idle_timeout_ends_the_session_in_the_gateways_words(raw):
     assert s.p.wait(TIMEOUT) == 0
 
 
+@pytest.mark.slow
 def test_ttl_ends_the_session_in_the_gateways_words(raw):
     s = raw("--ttl", "10")
     s.initialize()

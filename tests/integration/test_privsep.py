@@ -98,6 +98,7 @@ def pair(user):
             s.close()
 
 
+@pytest.mark.slow
 def test_the_gateway_runs_as_the_service_user_and_only_the_helper_is_root(pair, user):
     sep, control = pair
     assert sep.output("print(6 * 7)").strip() == "42"
@@ -153,6 +154,7 @@ def test_the_gateway_cannot_read_what_root_can(pair, user):
 
 @pytest.mark.allow_slow_reactor(reason="an idle pause writes the VM's state and the disk "
                                 "chain on the reactor (known)")
+@pytest.mark.slow
 def test_an_idle_pause_and_resume_go_through_the_helper(pair, user):
     sep, _ = pair
     sep.output("x = 5; open('/workspace/privsep.txt', 'w').write('kept')")

@@ -140,6 +140,7 @@ def shell_reply(k, msg_id, timeout=600):
     return stash.pop(msg_id)
 
 
+@pytest.mark.slow
 def test_interrupt_output_and_heartbeat_during_a_256_mib_put(k):
     data = os.urandom(256 * MIB)
     cell = k.kc.execute(LOOP)
@@ -166,6 +167,7 @@ def test_interrupt_output_and_heartbeat_during_a_256_mib_put(k):
     assert back.strip("'") == hashlib.sha256(data).hexdigest()
 
 
+@pytest.mark.slow
 def test_interrupt_output_and_heartbeat_while_500_mib_of_artifacts_are_copied(k):
     writer = k.kc.execute(WRITE_500)
     cell = k.kc.execute(LOOP)               # runs while the writer's files are copied out

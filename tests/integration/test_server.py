@@ -641,6 +641,7 @@ def test_a_snapshot_taken_over_the_websocket_starts_a_kernelspec_of_its_own(door
 # Culling
 
 @pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.slow
 def test_an_idle_kernel_is_culled_and_a_busy_one_is_not(cull_door, name):
     door = cull_door
     be = backend(name)

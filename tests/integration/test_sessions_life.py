@@ -120,6 +120,7 @@ def pause_store(request, tmp_path):
 # --------------------------------------------------------------------------
 # Idle pauses
 
+@pytest.mark.slow
 def test_idle_pause_saves_stops_and_resumes_on_the_next_request(pause_store):
     store = pause_store
     s = start("cellvm", "idlepause", ["--snapshot-dir", store, "--idle-pause", IDLE_PAUSE])
@@ -172,6 +173,7 @@ def test_idle_pause_saves_stops_and_resumes_on_the_next_request(pause_store):
     assert left == [], f"the ended session left its pause in the store: {left}"
 
 
+@pytest.mark.slow
 def test_a_gateway_killed_while_paused_leaves_a_resumable_snapshot(tmp_path):
     store = tmp_path / "store"
     s = start("cellvm", "pausekill", ["--snapshot-dir", store, "--idle-pause", IDLE_PAUSE])
@@ -276,6 +278,7 @@ def assert_ended_cleanly(s, msgs, flag):
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.slow
 def test_idle_timeout_ends_the_session_with_one_message(backend):
     s = start(BACKENDS[backend], f"idletimeout-{backend}", ["--idle-timeout", 10])
     try:
@@ -287,6 +290,7 @@ def test_idle_timeout_ends_the_session_with_one_message(backend):
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.slow
 def test_ttl_ends_even_a_busy_session_with_one_message(backend):
     ttl = 90 if backend == "microvm" else 20
     s = start(BACKENDS[backend], f"ttl-{backend}", ["--ttl", ttl])
@@ -322,6 +326,7 @@ DF_STATE = ("import json, hashlib, numpy as np\n"
 
 
 @pytest.mark.parametrize("vm", list(ACCEPT_ARGS))
+@pytest.mark.slow
 def test_a_dataframe_and_an_open_file_survive_snapshot_sigkill_resume(tmp_path, vm):
     require_image(IMAGE)
     store = tmp_path / "store"

@@ -405,6 +405,7 @@ def small_store(tmp_path):
             subprocess.run(["umount", "-l", str(mnt)])
 
 
+@pytest.mark.slow
 def test_a_full_disk_fails_the_snapshot_and_the_session_goes_on(small_store):
     store = small_store / "store"
     s = start("diskfull", store)

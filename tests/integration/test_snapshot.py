@@ -151,6 +151,7 @@ def corrupt_copy(template, dest, how):
 
 
 @pytest.mark.parametrize("how", ["truncated", "flipped"])
+@pytest.mark.slow
 def test_corrupt_template_is_detected_and_the_session_cold_boots(template, tmp_path, how):
     tdir = tmp_path / "templates"
     bad = corrupt_copy(template, tdir, how)
@@ -181,6 +182,7 @@ def test_corrupt_template_is_detected_and_the_session_cold_boots(template, tmp_p
         s.close()
 
 
+@pytest.mark.slow
 def test_mismatched_template_is_never_used(template, tmp_path):
     """A template whose meta names another key (changed image, QEMU, ...)."""
     tdir = tmp_path / "templates"

@@ -23,6 +23,7 @@ def _leftover_qemus():
     return [line for line in out.splitlines() if "qemu-system" in line and "/tmp/test_gw_vm_" in line]
 
 
+@pytest.mark.slow
 def test_vm_boots_restores_and_leaves_nothing(build_dir):
     binary = build_dir / "tests" / "test_gw_vm_boot"
     if not binary.exists():
