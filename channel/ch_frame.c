@@ -236,13 +236,6 @@ ch_frame_dec_skip (ch_frame_dec_t *self, size_t n)
     self->skip += n;
 }
 
-size_t
-ch_frame_dec_skipping (const ch_frame_dec_t *self)
-{
-    assert (self);
-    return self->skip + (self->discard ? 1 : 0);
-}
-
 uint32_t
 ch_frame_dec_bad_length (const ch_frame_dec_t *self)
 {

@@ -44,9 +44,6 @@ uint8_t *ch_frame_dec_take (ch_frame_dec_t *self, size_t *len_p);
 //  message that went over its cap (ch_asm). They never become ready.
 void ch_frame_dec_skip (ch_frame_dec_t *self, size_t n);
 
-//  Frames still to be discarded, counting one half-discarded.
-size_t ch_frame_dec_skipping (const ch_frame_dec_t *self);
-
 //  The length that made the decoder fail, for the log line (0 if none).
 uint32_t ch_frame_dec_bad_length (const ch_frame_dec_t *self);
 

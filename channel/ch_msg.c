@@ -47,8 +47,9 @@ ch_channel_name (ch_channel_t channel)
     return s_names [channel];
 }
 
-int
-ch_channel_from_name (const char *name)
+//  -1 when name is not a channel.
+static int
+s_channel_from_name (const char *name)
 {
     for (int i = 0; name && i < CH_COUNT; i++)
         if (strcmp (name, s_names [i]) == 0)
@@ -213,7 +214,7 @@ ch_msg_decode (const uint8_t *data, size_t len, ch_msg_t **msg_p, char *err, siz
     self = calloc (1, sizeof *self);
     if (!self)
         abort ();
-    int ch = ch_channel_from_name (json_string_value (json_object_get (root, "channel")));
+    int ch = s_channel_from_name (json_string_value (json_object_get (root, "channel")));
     json_t *nb = json_object_get (root, "buffers");
     self->header = s_object_or_empty (root, "header", 1);
     self->parent = s_object_or_empty (root, "parent_header", 0);
@@ -356,15 +357,6 @@ ch_msg_drop_buffers (ch_msg_t *self)
     for (size_t i = 0; i < self->nbuf; i++)
         ch_buf_release (self->buf [i], self->buffree [i], self->bufhint [i]);
     self->nbuf = self->expected = 0;
-}
-
-void
-ch_msg_set_content (ch_msg_t *self, json_t **content_p)
-{
-    assert (self && content_p && *content_p);
-    json_decref (self->content);
-    self->content = *content_p;
-    *content_p = NULL;
 }
 
 void
@@ -524,7 +516,7 @@ s_decode_raw (const uint8_t *p, size_t len, ch_msg_t **msg_p)
                           : json_object ();
     self->metadata = meta ? (json_is_object (meta) ? json_incref (meta) : NULL) : json_object ();
     self->content = json_pack ("{s:s}", "name", name);
-    int ch = ch_channel_from_name (json_string_value (channel));
+    int ch = s_channel_from_name (json_string_value (channel));
     if (!json_is_object (self->header) || s_envelope_fault (self, ch, nb)
     ||  strcmp (ch_msg_type (self), "stream") != 0 || (sp.seen [S_BUFFERS] && !nb))
         goto fail;

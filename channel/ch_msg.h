@@ -96,8 +96,7 @@ uint8_t *ch_msg_take_buffer (ch_msg_t *self, size_t index, size_t *len_p,
 //  Release every buffer: the message then has none, and expects none.
 void ch_msg_drop_buffers (ch_msg_t *self);
 
-//  Replace content (steals *content_p) / metadata.
-void ch_msg_set_content (ch_msg_t *self, json_t **content_p);
+//  Replace metadata (steals *metadata_p).
 void ch_msg_set_metadata (ch_msg_t *self, json_t **metadata_p);
 
 //  "foo_request" -> "foo_reply" into out; false (out "") when type is not
@@ -105,8 +104,6 @@ void ch_msg_set_metadata (ch_msg_t *self, json_t **metadata_p);
 bool ch_msg_reply_type (const char *request_type, char *out, size_t cap);
 
 const char *ch_channel_name (ch_channel_t channel);
-//  -1 when name is not a channel.
-int ch_channel_from_name (const char *name);
 
 //  Fill out with a fresh random UUID4 string (37 bytes with NUL).
 void ch_uuid4 (char out[37]);

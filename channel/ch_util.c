@@ -33,8 +33,10 @@ ch_sha256_hex (const uint8_t *data, size_t len, char hex [65])
     ch_hex32 (md, hex);
 }
 
-int
-ch_sha256_fd (int fd, char hex [65], off_t *size_p)
+//  Hex SHA-256 of everything readable from fd (read to its end); *size_p
+//  gets the byte count when not NULL. 0, or -EIO on a read error.
+static int
+s_sha256_fd (int fd, char hex [65], off_t *size_p)
 {
     EVP_MD_CTX *ctx = EVP_MD_CTX_new ();
     if (!ctx)
@@ -65,7 +67,7 @@ ch_sha256_file (const char *path, int extra_flags, char hex [65], off_t *size_p)
     int fd = open (path, O_RDONLY | O_CLOEXEC | extra_flags);
     if (fd < 0)
         return -errno;
-    int rc = ch_sha256_fd (fd, hex, size_p);
+    int rc = s_sha256_fd (fd, hex, size_p);
     close (fd);
     return rc;
 }

@@ -9,12 +9,9 @@
 //  Lowercase hex SHA-256 of data into hex (65 bytes with the NUL).
 void ch_sha256_hex (const uint8_t *data, size_t len, char hex [65]);
 
-//  Hex SHA-256 of everything readable from fd (read to its end); *size_p
-//  gets the byte count when not NULL. 0, or -EIO on a read error.
-int ch_sha256_fd (int fd, char hex [65], off_t *size_p);
-
-//  The same for the file at path, opened with extra_flags added (say
-//  O_NOFOLLOW). 0, -errno from open, or -EIO.
+//  Hex SHA-256 of the file at path, opened with extra_flags added (say
+//  O_NOFOLLOW); *size_p gets its byte count when not NULL. 0, -errno from
+//  open, or -EIO on a read error.
 int ch_sha256_file (const char *path, int extra_flags, char hex [65], off_t *size_p);
 
 //  The digest of 32 bytes as lowercase hex (65 bytes with the NUL).

@@ -198,12 +198,6 @@ kn_chan_send_json_buf (kn_chan_t *self, const char *msg_type, const struct iovec
 }
 
 int
-kn_chan_send_json (kn_chan_t *self, const char *msg_type, const struct iovec *iov, int n)
-{
-    return kn_chan_send_json_buf (self, msg_type, iov, n, NULL);
-}
-
-int
 kn_chan_recv (kn_chan_t *self, ch_msg_t **msg_p, char *err, size_t errlen)
 {
     assert (self && msg_p);

@@ -21,14 +21,12 @@ void kn_chan_destroy (kn_chan_t **self_p);
 int kn_chan_send (kn_chan_t *self, ch_msg_t **msg_p);
 
 //  Send one message the caller encoded itself: its JSON frame is the
-//  concatenation of iov[0..n) (no buffers). For the kernel's own hot paths
-//  (stream text escaped once, content JSON from Python spliced in as it is).
-//  0, -EPIPE, or -EMSGSIZE (nothing sent, logged) when over max_frame.
-int kn_chan_send_json (kn_chan_t *self, const char *msg_type, const struct iovec *iov, int n);
-
-//  The same with one buffer frame after the JSON (buf NULL: none), written
-//  in the same go: a raw stream text (docs/channel.md) goes from the
-//  caller's memory to the channel without a copy of ours.
+//  concatenation of iov[0..n), then one buffer frame (buf NULL: none),
+//  written in the same go. For the kernel's own hot paths (stream text
+//  escaped once, content JSON from Python spliced in as it is; a raw stream
+//  text, docs/channel.md, goes from the caller's memory to the channel
+//  without a copy of ours). 0, -EPIPE, or -EMSGSIZE (nothing sent, logged)
+//  when over max_frame.
 int kn_chan_send_json_buf (kn_chan_t *self, const char *msg_type, const struct iovec *iov,
                            int n, const struct iovec *buf);
 

@@ -359,22 +359,6 @@ kn_py_new (kn_kernel_t *kernel, kn_capture_t *capture, char *err, size_t errlen)
     return self;
 }
 
-void
-kn_py_destroy (kn_py_t **self_p)
-{
-    assert (self_p);
-    kn_py_t *self = *self_p;
-    if (!self)
-        return;
-    PyEval_RestoreThread (self->saved);
-    Py_XDECREF (self->shell);
-    Py_XDECREF (self->comm);
-    Py_XDECREF (self->debug);
-    //  No Py_FinalizeEx: user threads may still run; the process is ending.
-    free (self);
-    *self_p = NULL;
-}
-
 //  ---------------------------------------------------------------------------
 //  The seam
 

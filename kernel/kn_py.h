@@ -20,9 +20,9 @@ typedef struct _kn_py_t kn_py_t;
 //  Start Python on the calling (main) thread. kernel and capture are
 //  borrowed; with a capture, sys.stdout and sys.stderr write into it (text
 //  buffered in-process, see kn_capture.h). NULL on failure, with the reason
-//  in err.
+//  in err. It lives as long as the process: there is no destructor, as the
+//  kernel leaves by _exit while user threads may still run Python.
 kn_py_t *kn_py_new (kn_kernel_t *kernel, kn_capture_t *capture, char *err, size_t errlen);
-void kn_py_destroy (kn_py_t **self_p);
 
 //  Fill in the seam for kn_kernel_set_interp.
 void kn_py_interp (kn_py_t *self, kn_interp_t *interp);

@@ -15,8 +15,9 @@ mc_b64_encoded_len (size_t len)
     return (len + 2) / 3 * 4;
 }
 
-size_t
-mc_b64_decoded_max (size_t len)
+//  Bytes that len characters of base64 decode to, at most.
+static size_t
+s_decoded_max (size_t len)
 {
     return len / 4 * 3 + 3;
 }
@@ -103,7 +104,7 @@ int
 mc_b64_decode (const char *text, size_t len, uint8_t **out_p, size_t *len_p, size_t *bad_p)
 {
     assert ((text || len == 0) && out_p && len_p && bad_p);
-    dec_t d = { malloc (mc_b64_decoded_max (len) + 1), 0, 0, 0, 0 };
+    dec_t d = { malloc (s_decoded_max (len) + 1), 0, 0, 0, 0 };
     if (!d.out)
         abort ();
     for (size_t i = 0; i < len; i++)

@@ -23,7 +23,4 @@ char *mc_b64_encode (const uint8_t *data, size_t len);
 int mc_b64_decode (const char *text, size_t len, uint8_t **out_p, size_t *len_p,
                    size_t *bad_p);
 
-//  Bytes that len characters of base64 decode to, at most.
-size_t mc_b64_decoded_max (size_t len);
-
 #endif

@@ -173,8 +173,9 @@ mc_fileres_list_result (const char *path, const char *out, bool structured)
     return res;
 }
 
-const char *
-mc_fileres_mime (const char *path)
+//  MIME type by file name extension ("application/octet-stream" if unknown).
+static const char *
+s_mime (const char *path)
 {
     static const char *const table [][2] = {
         { "png", "image/png" }, { "jpg", "image/jpeg" }, { "jpeg", "image/jpeg" },
@@ -262,7 +263,7 @@ mc_fileres_download (const json_t *reply, const uint8_t *data, size_t len,
         free (text);
         return res;
     }
-    const char *mime = mc_fileres_mime (path), *kind = "blob";
+    const char *mime = s_mime (path), *kind = "blob";
     char *uri = mc_fileres_uri (session, path);
     json_t *item = s_download_item (data ? data : (const uint8_t *) "", len, uri, mime, opts, &kind);
     if (opts->as_resource) {

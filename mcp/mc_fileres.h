@@ -44,9 +44,6 @@ json_t *mc_fileres_download (const json_t *reply, const uint8_t *data, size_t le
                              const char *session, const char *path,
                              const mc_download_opts_t *opts);
 
-//  MIME type by file name extension ("application/octet-stream" if unknown).
-const char *mc_fileres_mime (const char *path);
-
 //  "cellvm://SESSION/workspace/x" for a path (percent-encoded); new.
 char *mc_fileres_uri (const char *session, const char *path);
 

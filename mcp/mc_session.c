@@ -197,13 +197,6 @@ mc_session_name (const mc_session_t *self)
     return self->name;
 }
 
-pid_t
-mc_session_pid (const mc_session_t *self)
-{
-    assert (self);
-    return self->pid;
-}
-
 bool
 mc_session_dead (const mc_session_t *self)
 {

@@ -22,7 +22,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h>
 #include <zmq.h>
 
 #include "mc_args.h"
@@ -53,7 +52,6 @@ mc_session_t *mc_session_new (const char *name, const char *dir, const mc_spec_t
 void mc_session_destroy (mc_session_t **self_p);
 
 const char *mc_session_name (const mc_session_t *self);
-pid_t mc_session_pid (const mc_session_t *self);
 
 //  Queue a call (taken: *op_p nulled).
 void mc_session_submit (mc_session_t *self, mc_op_t **op_p);

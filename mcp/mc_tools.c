@@ -105,8 +105,9 @@ mc_call_destroy (mc_call_t **self_p)
     *self_p = NULL;
 }
 
-bool
-mc_tools_session_ok (const char *name)
+//  True when name is a session name: [A-Za-z0-9_-]{1,64}.
+static bool
+s_session_ok (const char *name)
 {
     size_t n = name ? strlen (name) : 0;
     if (n == 0 || n > MC_SESSION_MAX)
@@ -307,7 +308,7 @@ s_tool_args (mc_call_t *call, const json_t *args, char *why, size_t cap)
         rc = s_string_arg (call, args, "session", &session, why, cap);
     if (rc != 0)
         return rc;
-    if (session && !mc_tools_session_ok (session))
+    if (session && !s_session_ok (session))
         return s_why (-EINVAL, why, cap, "%s: \"session\" must be 1 to 64 letters, digits, "
                       "\"_\" or \"-\"", mc_tools_name (call->tool));
     snprintf (call->session, sizeof call->session, "%s", session ? session : "");

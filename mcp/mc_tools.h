@@ -55,7 +55,4 @@ int mc_tools_parse (const json_t *params, mc_call_t **call_p, char *why, size_t 
 //  characters and paths over MC_PATH_MAX.
 int mc_tools_path (const char *path, char *out, size_t cap, char *why, size_t why_cap);
 
-//  True when name is a session name: [A-Za-z0-9_-]{1,64}.
-bool mc_tools_session_ok (const char *name);
-
 #endif

@@ -80,8 +80,9 @@ gw_backend_on_event (gw_backend_t *self)
     return self->on_event ? self->on_event (self->ctx) : 0;
 }
 
-bool
-gw_backend_can_move_files (const gw_backend_t *self)
+//  True when put_chunk and get_chunk are there.
+static bool
+s_can_move_files (const gw_backend_t *self)
 {
     assert (self);
     return self->put_chunk && self->get_chunk;
@@ -92,7 +93,7 @@ gw_backend_put_chunk (gw_backend_t *self, const char *path, bool append, const u
                       size_t len, gw_chunk_fn *done, void *arg, char *err, size_t errlen)
 {
     assert (self && path && done && len <= GW_CHUNK_MAX);
-    if (!gw_backend_can_move_files (self)) {
+    if (!s_can_move_files (self)) {
         snprintf (err, errlen, "the %s backend cannot move files", self->name);
         return -ENOTSUP;
     }
@@ -104,7 +105,7 @@ gw_backend_get_chunk (gw_backend_t *self, const char *path, uint64_t offset, siz
                       gw_chunk_fn *done, void *arg, char *err, size_t errlen)
 {
     assert (self && path && done && len <= GW_CHUNK_MAX);
-    if (!gw_backend_can_move_files (self)) {
+    if (!s_can_move_files (self)) {
         snprintf (err, errlen, "the %s backend cannot move files", self->name);
         return -ENOTSUP;
     }

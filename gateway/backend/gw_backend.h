@@ -132,8 +132,6 @@ int gw_backend_pid (gw_backend_t *self);
 int gw_backend_event_fd (gw_backend_t *self);
 //  1 when the kernel died, else 0.
 int gw_backend_on_event (gw_backend_t *self);
-//  True when put_chunk and get_chunk are there.
-bool gw_backend_can_move_files (const gw_backend_t *self);
 //  -ENOTSUP with the reason in err when the backend cannot move files.
 int gw_backend_put_chunk (gw_backend_t *self, const char *path, bool append,
                           const uint8_t *data, size_t len, gw_chunk_fn *done, void *arg,

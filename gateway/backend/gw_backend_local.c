@@ -482,12 +482,6 @@ s_make_workspace (s_local_t *self, const char *adopt_dir, char *err, size_t errl
     return rc;
 }
 
-gw_backend_t *
-gw_backend_local_new (const char *kernel_path, uint32_t max_frame, char *err, size_t errlen)
-{
-    return gw_backend_local_new_opts (kernel_path, max_frame, NULL, err, errlen);
-}
-
 const char *
 gw_backend_local_workspace (const gw_backend_t *backend)
 {

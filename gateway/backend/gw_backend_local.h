@@ -24,15 +24,11 @@
 #include <stdint.h>
 
 //  New backend that runs kernel_path (checked: must be an executable file).
-//  NULL with a reason in err otherwise.
-gw_backend_t *gw_backend_local_new (const char *kernel_path, uint32_t max_frame,
-                                    char *err, size_t errlen);
-
-//  The same, adopting a kept workspace when adopt_dir is not NULL:
-//  adopt_dir/workspace (what gw_keep_claim handed over) is moved in (a
-//  rename) in place of a fresh one. When it is missing, a symlink or not a
-//  directory we own, a fresh one is made and the reason logged
-//  (keep.adopt_fresh). adopt_dir is removed either way, unless it is
+//  NULL with a reason in err otherwise. When adopt_dir is not NULL it adopts
+//  a kept workspace: adopt_dir/workspace (what gw_keep_claim handed over)
+//  is moved in (a rename) in place of a fresh one. When it is missing, a
+//  symlink or not a directory we own, a fresh one is made and the reason
+//  logged (keep.adopt_fresh). adopt_dir is removed either way, unless it is
 //  another user's directory.
 gw_backend_t *gw_backend_local_new_opts (const char *kernel_path, uint32_t max_frame,
                                          const char *adopt_dir, char *err, size_t errlen);

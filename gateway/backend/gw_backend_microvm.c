@@ -44,8 +44,8 @@
 //  ---------------------------------------------------------------------------
 //  Init's port
 
-void
-gw_microvm__timer (s_self_t *self, bool on)
+static void
+s_timer (s_self_t *self, bool on)
 {
     struct itimerspec it = { { 0, 0 }, { 0, 0 } };
     if (on)
@@ -200,7 +200,7 @@ s_chunk (s_self_t *self, s_op_t *proto, char *err, size_t errlen)
     while (*pp)
         pp = &(*pp)->next;
     *pp = op;
-    gw_microvm__timer (self, true);                       //  deadlines are checked on it
+    s_timer (self, true);                                 //  deadlines are checked on it
     int rc = self->init && self->init_ready ? s_op_send (self, op) : 0;
     if (rc < 0) {                               //  done never runs inside this call
         *pp = NULL;
@@ -279,7 +279,7 @@ s_on_init_msg (s_self_t *self, ch_msg_t *msg)
         return 0;
     if (strcmp (type, "hello") == 0 && !self->init_ready) {
         self->init_ready = true;
-        gw_microvm__timer (self, self->ops != NULL);
+        s_timer (self, self->ops != NULL);
         gw_log (GW_LOG_INFO, "vm.init_ready", "pid=%d", self->vm ? gw_vmh_pid (self->vm) : 0);
         s_ops_send_waiting (self);
     }
@@ -349,7 +349,7 @@ s_on_tick (s_self_t *self)
               (double) self->chunk_ms / 1000);
     s_ops_fail (self, true, why);
     if (self->init_ready && !self->ops)
-        gw_microvm__timer (self, false);
+        s_timer (self, false);
 }
 
 static int
@@ -362,7 +362,7 @@ s_on_event (void *ctx)
         gw_init_set_budget (self->init, S_READ_BUDGET);
     while (self->init && rc == 0 && !self->stop_why [0]) {
         if (n++ == S_PUMP_MAX) {                //  a flood must not hold the reactor:
-            gw_microvm__timer (self, true);     //  the rest on the next tick
+            s_timer (self, true);               //  the rest on the next tick
             break;
         }
         ch_msg_t *msg = NULL;
@@ -406,7 +406,7 @@ gw_microvm__drop_vm (s_self_t *self)
         gw_vmstart_dispose (self->starter, &self->vm);
     else
         gw_vmh_destroy (&self->vm);
-    gw_microvm__timer (self, false);
+    s_timer (self, false);
     gw_microvm__watch_vm (self);
 }
 
@@ -436,7 +436,7 @@ s_boot (s_self_t *self, char *err, size_t errlen)
     self->vm = vm;
     self->init_ready = false;
     gw_microvm__watch_vm (self);
-    gw_microvm__timer (self, true);                       //  also drives connecting init's port
+    s_timer (self, true);                                 //  also drives connecting init's port
     return 0;
 }
 
@@ -464,8 +464,8 @@ s_boot_keeping (s_self_t *self, char *err, size_t errlen)
     return rc;
 }
 
-int
-gw_microvm__dup_kernel_fd (s_self_t *self, int *fd_p, char *err, size_t errlen)
+static int
+s_dup_kernel_fd (s_self_t *self, int *fd_p, char *err, size_t errlen)
 {
     *fd_p = fcntl (self->kernel_fd, F_DUPFD_CLOEXEC, 3);
     if (*fd_p < 0) {
@@ -513,7 +513,7 @@ s_start (void *ctx, int *fd_p, char *err, size_t errlen)
     }
     gw_microvm__watch_init (self);
     gw_log (GW_LOG_INFO, "vm.kernel_restart", "pid=%d", gw_vmh_pid (self->vm));
-    return gw_microvm__dup_kernel_fd (self, fd_p, err, errlen);
+    return s_dup_kernel_fd (self, fd_p, err, errlen);
 }
 
 //  The starter ended: adopt its VM, or cold-boot.
@@ -567,7 +567,7 @@ s_connect (void *ctx, int *fd_p, char *err, size_t errlen)
         gw_log (GW_LOG_INFO, "vm.kernel_port", "pid=%d", gw_vmh_pid (self->vm));
     }
     s_try_init (self);
-    return gw_microvm__dup_kernel_fd (self, fd_p, err, errlen);
+    return s_dup_kernel_fd (self, fd_p, err, errlen);
 }
 
 static int

@@ -69,10 +69,8 @@ typedef struct {
 } s_self_t;
 
 
-void gw_microvm__timer (s_self_t *self, bool on);
 void gw_microvm__watch_init (s_self_t *self);
 void gw_microvm__drop_vm (s_self_t *self);
-int gw_microvm__dup_kernel_fd (s_self_t *self, int *fd_p, char *err, size_t errlen);
 
 //  gw_microvm_watch.c
 //  A new VM (or none): watch it from now on.

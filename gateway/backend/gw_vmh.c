@@ -26,7 +26,7 @@ s_vm_connect_port (void *vm, const char *name, int *fd_p)
 }
 
 static const gw_vmh_ops_t s_vm_ops = {
-    .kind = "vm", .pid = s_vm_pid, .kill = s_vm_kill, .reap = s_vm_reap,
+    .pid = s_vm_pid, .kill = s_vm_kill, .reap = s_vm_reap,
     .run_dir = s_vm_run_dir, .console = s_vm_console, .destroy = s_vm_destroy,
     .connect_port = s_vm_connect_port, .death = s_vm_death
 };
@@ -48,7 +48,7 @@ s_lease_connect_port (void *l, const char *name, int *fd_p)
 }
 
 static const gw_vmh_ops_t s_lease_ops = {
-    .kind = "pool", .pid = s_lease_pid, .kill = s_lease_kill, .reap = s_lease_reap,
+    .pid = s_lease_pid, .kill = s_lease_kill, .reap = s_lease_reap,
     .run_dir = s_lease_run_dir, .console = s_lease_console, .destroy = s_lease_destroy,
     .connect_port = s_lease_connect_port
 };
@@ -94,7 +94,6 @@ gw_vmh_destroy (gw_vmh_t **self_p)
     }
 }
 
-const char *gw_vmh_kind (const gw_vmh_t *self) { assert (self); return self->ops->kind; }
 int gw_vmh_pid (const gw_vmh_t *self) { assert (self); return self->ops->pid (self->vm); }
 int gw_vmh_kill (gw_vmh_t *self) { assert (self); return self->ops->kill (self->vm); }
 

@@ -14,7 +14,6 @@
 #include "vm/gw_vm.h"
 
 typedef struct {
-    const char *kind;                           //  "vm", "pool", "mock"
     int (*pid) (void *vm);                      //  QEMU's pid
     int (*kill) (void *vm);                     //  SIGKILL QEMU; 0 or -errno
     //  0 and *wstatus once QEMU is gone, -EAGAIN while it runs.
@@ -47,7 +46,6 @@ gw_vmh_t *gw_vmh_new (const gw_vmh_ops_t *ops, void *vm);
 //  Destroy the VM behind it (ops->destroy) and the handle; nulls *self_p.
 void gw_vmh_destroy (gw_vmh_t **self_p);
 
-const char *gw_vmh_kind (const gw_vmh_t *self);
 int gw_vmh_pid (const gw_vmh_t *self);
 int gw_vmh_kill (gw_vmh_t *self);
 int gw_vmh_reap (gw_vmh_t *self, int *wstatus);

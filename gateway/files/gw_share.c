@@ -260,12 +260,6 @@ gw_share_destroy (gw_share_t **self_p)
     *self_p = NULL;
 }
 
-bool
-gw_share_busy (const gw_share_t *self)
-{
-    return self->job || self->pending;
-}
-
 //  The xfer stays until the next start (this may run inside its done callback).
 static void
 s_finished (gw_share_t *self)

@@ -73,6 +73,4 @@ void gw_share_start (gw_share_t *self, gw_share_done_fn *done, void *arg);
 //  Stop a copy under way (its done never runs).
 void gw_share_stop (gw_share_t *self);
 
-bool gw_share_busy (const gw_share_t *self);
-
 #endif

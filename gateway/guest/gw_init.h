@@ -68,8 +68,4 @@ int gw_init_pump (gw_init_t *self, ch_msg_t **msg_p);
 int gw_init_call (gw_init_t *self, const char *msg_type, json_t **content_p,
                   const uint8_t *buf, size_t buflen, int timeout_ms, ch_msg_t **reply_p);
 
-//  The second half of gw_init_call: wait for the reply to a request sent
-//  as id (from gw_init_send). Same returns.
-int gw_init_wait (gw_init_t *self, const char *id, int timeout_ms, ch_msg_t **reply_p);
-
 #endif

@@ -66,8 +66,10 @@ gw_watch_stall_ms (void)
     return ms;
 }
 
-int64_t
-gw_watch_console_max (void)
+//  The console log's cap in bytes: $CELLVM_CONSOLE_MAX (64 KiB..1 GiB), read
+//  once, else GW_WATCH_CONSOLE_MAX.
+static int64_t
+s_console_max (void)
 {
     static int64_t max;
     if (!max)
@@ -230,6 +232,8 @@ s_check_ping (gw_watch_t *self, int64_t now, bool can_ping, char *why, size_t wh
     return GW_WATCH_OK;
 }
 
+static int s_console (gw_watch_t *self, int64_t now, char *why, size_t whylen);
+
 int
 gw_watch_tick (gw_watch_t *self, int64_t now, bool can_ping, char *why, size_t whylen)
 {
@@ -239,7 +243,7 @@ gw_watch_tick (gw_watch_t *self, int64_t now, bool can_ping, char *why, size_t w
     self->next_check = now + S_CHECK_MS;
     if (!self->last_ok)
         self->last_ok = now;
-    if (gw_watch_console (self, now, why, whylen) == GW_WATCH_DEAD)
+    if (s_console (self, now, why, whylen) == GW_WATCH_DEAD)
         return GW_WATCH_DEAD;
     return s_check_ping (self, now, can_ping, why, whylen);
 }
@@ -293,15 +297,16 @@ s_rotate (gw_watch_t *self, int64_t size)
     char line [256];
     int n = snprintf (line, sizeof line, "\n[cellvm: console.log reached %lld bytes (the cap "
                       "is %lld); its last part is in console.log.1, the rest was dropped]\n",
-                      (long long) size, (long long) gw_watch_console_max ());
+                      (long long) size, (long long) s_console_max ());
     if (ftruncate (self->con_fd, 0) == 0 && write (self->con_fd, line, (size_t) n) == n)
         self->con_size = n;
     gw_log (GW_LOG_WARN, "vm.console_rotated", "console=%s bytes=%lld", self->console,
             (long long) size);
 }
 
-int
-gw_watch_console (gw_watch_t *self, int64_t now, char *why, size_t whylen)
+//  Check the console now (the cap, the flood): GW_WATCH_OK or GW_WATCH_DEAD.
+static int
+s_console (gw_watch_t *self, int64_t now, char *why, size_t whylen)
 {
     assert (self && why);
     if (self->con_fd < 0 && self->con_tries > 0)
@@ -309,7 +314,7 @@ gw_watch_console (gw_watch_t *self, int64_t now, char *why, size_t whylen)
     struct stat st;
     if (self->con_fd < 0 || fstat (self->con_fd, &st) < 0)
         return GW_WATCH_OK;
-    int64_t size = st.st_size, max = gw_watch_console_max ();
+    int64_t size = st.st_size, max = s_console_max ();
     if (!self->win_at || now - self->win_at >= S_WINDOW_MS) {
         self->win_at = now;
         self->win_bytes = 0;

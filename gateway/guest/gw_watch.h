@@ -9,9 +9,10 @@
       in one VM's life the VM is flooding its port;
     - the console log is capped: QEMU's own descriptor of console.log is
       borrowed (pidfd_getfd) and set to append, so the file can be cut
-      back in place: past gw_watch_console_max bytes its tail goes to
-      console.log.1 and the file starts again. More than four times that
-      many bytes within a minute is a flood.
+      back in place: past its cap ($CELLVM_CONSOLE_MAX bytes, 64 KiB..1 GiB,
+      else GW_WATCH_CONSOLE_MAX) its tail goes to console.log.1 and the
+      file starts again. More than four times that many bytes within a
+      minute is a flood.
     A verdict is GW_WATCH_DEAD with the words in why: the owner stops the VM.
     The bound on a kernel's own channel (gw_chan_stalled) uses the same
     gw_watch_stall_ms.
@@ -35,10 +36,6 @@ enum { GW_WATCH_OK = 0, GW_WATCH_PING = 1, GW_WATCH_DEAD = 2 };
 //  How long a guest may stay stuck: $CELLVM_STALL_MS (1000..3600000), read
 //  once, else GW_WATCH_STALL_MS.
 int64_t gw_watch_stall_ms (void);
-
-//  The console log's cap in bytes: $CELLVM_CONSOLE_MAX (64 KiB..1 GiB), read
-//  once, else GW_WATCH_CONSOLE_MAX.
-int64_t gw_watch_console_max (void);
 
 typedef struct _gw_watch_t gw_watch_t;
 
@@ -78,8 +75,5 @@ bool gw_watch_answer (gw_watch_t *self, const ch_msg_t *msg);
 //  while a VM starts is). 0, or GW_WATCH_DEAD with why once that is a flood.
 int gw_watch_unasked (gw_watch_t *self, const char *what, bool quiet, char *why,
                       size_t whylen);
-
-//  Check the console now (the cap, the flood): GW_WATCH_OK or GW_WATCH_DEAD.
-int gw_watch_console (gw_watch_t *self, int64_t now, char *why, size_t whylen);
 
 #endif

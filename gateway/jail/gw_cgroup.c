@@ -160,8 +160,9 @@ gw_cgroup_parse_key (const char *text, const char *key)
     return 0;
 }
 
-int
-gw_cgroup_version (const char *root)
+//  1 (v1), 2 (v2) or 0 (no usable cgroup fs) for the mount at root.
+static int
+s_version (const char *root)
 {
     struct statfs fs;
     char mem [PATH_MAX];
@@ -336,7 +337,7 @@ gw_cgroup_new (const gw_cgroup_limits_t *lim, char *err, size_t errlen)
     if (!self)
         abort ();
     self->lim = *lim;
-    self->version = gw_cgroup_version (S_ROOT);
+    self->version = s_version (S_ROOT);
     int rc = self->version ? 0 : -ENOTSUP;
     unsigned serial = s_next_serial ();
     for (int i = 0; rc == 0 && i < (self->version == 2 ? 1 : S_NCTL); i++) {

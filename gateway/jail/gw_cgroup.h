@@ -56,9 +56,6 @@ size_t gw_cgroup_values (const gw_cgroup_limits_t *lim, int version, gw_cgroup_v
 //  The number after key on its own line of text ("oom_kill 3"), 0 when absent.
 uint64_t gw_cgroup_parse_key (const char *text, const char *key);
 
-//  1 (v1), 2 (v2) or 0 (no usable cgroup fs) for the mount at root.
-int gw_cgroup_version (const char *root);
-
 //  Make the cgroup and write its limits. NULL with the reason in err when
 //  the host has no usable cgroups or we may not make one.
 gw_cgroup_t *gw_cgroup_new (const gw_cgroup_limits_t *lim, char *err, size_t errlen);

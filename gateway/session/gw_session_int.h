@@ -69,9 +69,8 @@ void gw_session__printable (char *text);
 //  Send what waited for the kernel's hello.
 void gw_session__flush_held (gw_session_t *self);
 
-//  gw_session_kernel.c: the notebook folder's copy after each hello (requests
-//  wait for it), and its end when the kernel does.
-void gw_session__share_start (gw_session_t *self);
+//  gw_session_kernel.c: the notebook folder's copy (started after each hello;
+//  requests wait for it) ends when the kernel does.
 void gw_session__share_stop (gw_session_t *self);
 //  What the copy left out, said once, as output of the first cell (msg) that runs.
 void gw_session__share_notice (gw_session_t *self, const ch_msg_t *msg);

@@ -81,6 +81,8 @@ s_bad (gw_session_t *self, const char *fmt, ...)
     return 1;
 }
 
+static void s_share_start (gw_session_t *self);
+
 static int
 s_on_cellvm (gw_session_t *self, ch_msg_t *msg)
 {
@@ -113,7 +115,7 @@ s_on_cellvm (gw_session_t *self, ch_msg_t *msg)
         gw_log (GW_LOG_INFO, "kernel.ready", "start=%d ipython=%s held=%zu", self->starts,
                 json_is_true (json_object_get (content, "ipython")) ? "yes" : "no",
                 zlistx_size (self->held));
-        gw_session__share_start (self);
+        s_share_start (self);
         gw_session__flush_held (self);
     }
     return 0;
@@ -311,8 +313,9 @@ gw_session__share_notice (gw_session_t *self, const ch_msg_t *msg)
     self->share_notice [0] = 0;
 }
 
-void
-gw_session__share_start (gw_session_t *self)
+//  The notebook folder's copy, after each hello: requests wait for it.
+static void
+s_share_start (gw_session_t *self)
 {
     if (!self->share)
         return;

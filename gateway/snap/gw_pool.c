@@ -128,7 +128,6 @@ gw_pool_lease_destroy (gw_pool_lease_t **self_p)
     *self_p = NULL;
 }
 
-int gw_pool_lease_fd (const gw_pool_lease_t *self) { return self->conn; }
 int gw_pool_lease_pid (const gw_pool_lease_t *self) { return self->ended ? 0 : self->pid; }
 const char *gw_pool_lease_run_dir (const gw_pool_lease_t *self) { return self->run_dir; }
 const char *gw_pool_lease_console (const gw_pool_lease_t *self) { return self->console; }

@@ -42,8 +42,7 @@ int gw_pool_take (const char *socket_path, int timeout_ms, gw_pool_lease_t **lea
 //  Close the lifeline: the holder kills the clone. Nulls *self_p.
 void gw_pool_lease_destroy (gw_pool_lease_t **self_p);
 
-//  The lifeline fd (poll it for reading), QEMU's pid, run dir, console log.
-int gw_pool_lease_fd (const gw_pool_lease_t *self);
+//  QEMU's pid, run dir, console log.
 int gw_pool_lease_pid (const gw_pool_lease_t *self);
 const char *gw_pool_lease_run_dir (const gw_pool_lease_t *self);
 const char *gw_pool_lease_console (const gw_pool_lease_t *self);

@@ -73,13 +73,6 @@ gw_qmp_destroy (gw_qmp_t **self_p)
     *self_p = NULL;
 }
 
-int
-gw_qmp_fd (const gw_qmp_t *self)
-{
-    assert (self);
-    return self->fd;
-}
-
 void
 gw_qmp_set_event_fn (gw_qmp_t *self, gw_qmp_event_fn *fn, void *arg)
 {
@@ -299,9 +292,11 @@ s_explain (gw_qmp_t *self, int rc, const char *command, int timeout_ms, char *er
         snprintf (err, errlen, "QMP %s: %s", command, strerror (-rc));
 }
 
-int
-gw_qmp_execute_fd (gw_qmp_t *self, const char *command, json_t *args, int pass_fd,
-                   json_t **return_p, int timeout_ms, char *err, size_t errlen)
+//  gw_qmp_execute, with pass_fd sent alongside the command (SCM_RIGHTS; -1:
+//  none). pass_fd stays owned by the caller (QEMU holds its own copy).
+static int
+s_execute_fd (gw_qmp_t *self, const char *command, json_t *args, int pass_fd,
+              json_t **return_p, int timeout_ms, char *err, size_t errlen)
 {
     assert (self && command && err);
     assert (!args || json_is_object (args));
@@ -333,7 +328,7 @@ int
 gw_qmp_execute (gw_qmp_t *self, const char *command, json_t *args,
                 json_t **return_p, int timeout_ms, char *err, size_t errlen)
 {
-    return gw_qmp_execute_fd (self, command, args, -1, return_p, timeout_ms, err, errlen);
+    return s_execute_fd (self, command, args, -1, return_p, timeout_ms, err, errlen);
 }
 
 int
@@ -363,7 +358,7 @@ gw_qmp_getfd (gw_qmp_t *self, const char *fdname, int fd, int timeout_ms,
 {
     assert (fdname && fd >= 0);
     json_t *args = json_pack ("{s:s}", "fdname", fdname);
-    int rc = gw_qmp_execute_fd (self, "getfd", args, fd, NULL, timeout_ms, err, errlen);
+    int rc = s_execute_fd (self, "getfd", args, fd, NULL, timeout_ms, err, errlen);
     json_decref (args);
     return rc;
 }

@@ -36,8 +36,6 @@ gw_qmp_t *gw_qmp_new (int fd, size_t max_line);
 //  Close the socket and free everything; nulls *self_p. NULL-safe.
 void gw_qmp_destroy (gw_qmp_t **self_p);
 
-int gw_qmp_fd (const gw_qmp_t *self);
-
 //  Events go to fn from now on (NULL: dropped).
 void gw_qmp_set_event_fn (gw_qmp_t *self, gw_qmp_event_fn *fn, void *arg);
 
@@ -51,11 +49,6 @@ int gw_qmp_handshake (gw_qmp_t *self, int timeout_ms, char *err, size_t errlen);
 //  -EPROTO (QEMU sent something that is not QMP; the connection is done).
 int gw_qmp_execute (gw_qmp_t *self, const char *command, json_t *args,
                     json_t **return_p, int timeout_ms, char *err, size_t errlen);
-
-//  gw_qmp_execute, with pass_fd sent alongside the command (SCM_RIGHTS).
-//  pass_fd stays owned by the caller (QEMU holds its own copy).
-int gw_qmp_execute_fd (gw_qmp_t *self, const char *command, json_t *args, int pass_fd,
-                       json_t **return_p, int timeout_ms, char *err, size_t errlen);
 
 //  Read what has arrived, waiting up to timeout_ms (0: do not wait), and
 //  hand events to the callback. Replies nobody waits for are dropped.

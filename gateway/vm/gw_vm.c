@@ -320,11 +320,18 @@ s_disk_over_base (gw_vm_t *self, const char *path, char *err, size_t errlen)
 
 //  The session's disk: an adopted chain, a layer over a snapshot's disk,
 //  the seed's copy, else a new layer.
+//  The top layer's file name of the /workspace disk in the run dir.
+static const char *
+s_disk_name (gw_vm_t *self)
+{
+    return self->cfg.disk_name ? self->cfg.disk_name : GW_VMARGV_DISK;
+}
+
 static int
 s_create_disk (gw_vm_t *self, char *err, size_t errlen)
 {
     char path [PATH_MAX];
-    gw_rundir_file (self->dir, gw_vm_disk_name (self), path, sizeof path);
+    gw_rundir_file (self->dir, s_disk_name (self), path, sizeof path);
     if (self->cfg.disk_chain_dir)
         return gw_chain_import (self->cfg.disk_chain_dir, gw_rundir_path (self->dir), err,
                                 errlen);
@@ -437,20 +444,13 @@ gw_vm_run_qemu_img (const char *qemu_img, const gw_jail_opts_t *jail, const char
     return rc;
 }
 
-const char *
-gw_vm_disk_name (gw_vm_t *self)
-{
-    assert (self);
-    return self->cfg.disk_name ? self->cfg.disk_name : GW_VMARGV_DISK;
-}
-
 //  The jail of this VM (none when it runs unjailed): what QEMU opens.
 static int
 s_jail_new (gw_vm_t *self, char *err, size_t errlen)
 {
     const gw_vm_config_t *c = &self->cfg;
     gw_jail_vm_t vm = { .qemu = c->qemu, .run_dir = gw_rundir_path (self->dir),
-                        .disk = gw_vm_disk_name (self), .files = { c->kernel, c->initrd, c->rootfs },
+                        .disk = s_disk_name (self), .files = { c->kernel, c->initrd, c->rootfs },
                         .mem_path = c->mem_path, .mem_share = c->mem_share,
                         .kvm = c->accel == GW_ACCEL_KVM, .mem_mib = c->mem_mib };
     int rc = 0;
@@ -716,13 +716,6 @@ gw_vm_death (gw_vm_t *self)
 {
     assert (self);
     return self->death;
-}
-
-gw_jail_t *
-gw_vm_jail (gw_vm_t *self)
-{
-    assert (self);
-    return self->jail;
 }
 
 const char *

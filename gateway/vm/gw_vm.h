@@ -68,8 +68,6 @@ int gw_vm_new_layer (const gw_vm_config_t *cfg, const char *dir, const char *nam
 int gw_vm_run_qemu_img (const char *qemu_img, const gw_jail_opts_t *jail, const char *dir,
                         const char *disk, const char *rw_dir, const char *const *args,
                         char *err, size_t errlen);
-//  The top layer's file name of the /workspace disk in the run dir.
-const char *gw_vm_disk_name (gw_vm_t *self);
 //  Connect to a port: "kernel", "init" or "qmp". 0 and a connected,
 //  blocking, close-on-exec fd the caller owns; -EAGAIN while QEMU is not yet
 //  listening; -ESRCH once QEMU has exited; -ETIMEDOUT after
@@ -94,9 +92,6 @@ int gw_vm_kill (gw_vm_t *self);
 //  Why QEMU died when the host knows better than its wait status (its
 //  cgroup's OOM killer), after gw_vm_reap; "" otherwise.
 const char *gw_vm_death (gw_vm_t *self);
-
-//  QEMU's jail, NULL when it runs unjailed.
-gw_jail_t *gw_vm_jail (gw_vm_t *self);
 
 //  The run dir, and the guest's serial console log inside it.
 const char *gw_vm_run_dir (gw_vm_t *self);

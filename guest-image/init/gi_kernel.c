@@ -212,8 +212,9 @@ gi_kernel_stop (gi_kernel_t *self)
     return 0;
 }
 
-const char *
-gi_signal_name (int sig, char *buf, size_t len)
+//  Name of a signal number ("SIGSEGV"), "SIG<n>" if unknown.
+static const char *
+s_signal_name (int sig, char *buf, size_t len)
 {
     const char *abbrev = sigabbrev_np (sig);
     if (abbrev)
@@ -228,7 +229,7 @@ gi_signal_from_name (const char *name)
 {
     for (int sig = 1; name && sig < NSIG; sig++) {
         char buf [32];
-        if (strcmp (name, gi_signal_name (sig, buf, sizeof buf)) == 0)
+        if (strcmp (name, s_signal_name (sig, buf, sizeof buf)) == 0)
             return sig;
     }
     return -1;
@@ -248,7 +249,7 @@ s_describe (gi_kernel_t *self, int status, int oom, char *text, size_t len)
         snprintf (text, len, "The kernel was stopped on request.");
     else if (sig)
         snprintf (text, len, "The kernel died from signal %s (%s)%s.",
-                  gi_signal_name (sig, name, sizeof name), strsignal (sig),
+                  s_signal_name (sig, name, sizeof name), strsignal (sig),
                   WCOREDUMP (status) ? ", core dumped" : "");
     else
         snprintf (text, len, "The kernel exited with status %d.", WEXITSTATUS (status));
@@ -271,7 +272,7 @@ gi_kernel_reaped (gi_kernel_t *self, pid_t pid, int status)
     self->last_exit = json_pack ("{s:i, s:s, s:i, s:o, s:o, s:b, s:b, s:s, s:f, s:i}",
         "pid", (int) pid, "reason", reason, "code", sig ? 128 + sig : WEXITSTATUS (status),
         "exit_code", sig ? json_null () : json_integer (WEXITSTATUS (status)),
-        "signal", sig ? json_string (gi_signal_name (sig, name, sizeof name)) : json_null (),
+        "signal", sig ? json_string (s_signal_name (sig, name, sizeof name)) : json_null (),
         "oom_killed", oom, "requested", self->stopping, "description", text,
         "runtime_s", s_now () - self->started, "restarts", self->restarts);
     gi_log ("kernel pid %d gone: %s", (int) pid, text);

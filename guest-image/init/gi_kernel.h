@@ -51,8 +51,7 @@ json_t *gi_kernel_state (const gi_kernel_t *self);
 //  New reference.
 json_t *gi_kernel_last_exit (const gi_kernel_t *self);
 
-//  Name of a signal number ("SIGSEGV"), "SIG<n>" if unknown; and back (-1).
-const char *gi_signal_name (int sig, char *buf, size_t len);
+//  The number of a signal's name ("SIGSEGV", or "SIG<n>"); -1 if none.
 int gi_signal_from_name (const char *name);
 
 #endif

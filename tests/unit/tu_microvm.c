@@ -89,7 +89,7 @@ s_mock_connect_port (void *vmp, const char *name, int *fd_p)
 }
 
 static const gw_vmh_ops_t s_mock_ops = {
-    .kind = "mock", .pid = s_mock_pid, .kill = s_mock_kill, .reap = s_mock_reap,
+    .pid = s_mock_pid, .kill = s_mock_kill, .reap = s_mock_reap,
     .run_dir = s_mock_run_dir, .console = s_mock_console, .destroy = s_mock_destroy,
     .connect_port = s_mock_connect_port
 };
