@@ -209,7 +209,7 @@ fuzz: $(FUZZ_TARGETS)
 
 # cellvm-mcp (docs/mcp.md): an MCP server on stdio that drives cellvm-gateway processes as a
 # Jupyter client, with the gateway's own wire codec, signing and connection-file code.
-MC_GW_SRC := gateway/wire/gw_wire.c gateway/wire/gw_hmac.c gateway/wire/gw_conn.c
+MC_GW_SRC := gateway/wire/gw_wire.c gateway/wire/gw_frames.c gateway/wire/gw_hmac.c gateway/wire/gw_conn.c
 MC_SRC := $(filter-out mcp/mc_main.c,$(wildcard mcp/mc_*.c))
 MC_OBJ := $(MC_SRC:%.c=$(B)/obj/%.o) $(MC_GW_SRC:%.c=$(B)/obj/%.o) $(CH_OBJ)
 MC_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_mc_*.c))

@@ -13,7 +13,7 @@
 #define GW_OUT_REPLAY_H
 
 #include "session/gw_out.h"
-#include "wire/gw_wire.h"
+#include "wire/gw_frames.h"
 #include "ch_msg.h"
 
 typedef struct _gw_out_replay_t gw_out_replay_t;

@@ -10,7 +10,7 @@
 #ifndef GW_OUT_H
 #define GW_OUT_H
 
-#include "wire/gw_wire.h"
+#include "wire/gw_frames.h"
 #include "ch_msg.h"
 
 #include <jansson.h>

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wire/gw_wire.h"
+#include "wire/gw_frames.h"
 #include "ch_msg.h"
 
 #define GW_REQS_RECENT 64

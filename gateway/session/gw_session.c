@@ -18,6 +18,7 @@
 #include "files/gw_files.h"
 #include "base/gw_worker.h"
 #include "wire/gw_chan.h"
+#include "wire/gw_wire.h"
 #include "session/gw_env.h"
 #include "session/gw_check.h"
 #include "base/gw_log.h"

@@ -28,7 +28,7 @@
 
 #include "backend/gw_backend.h"
 #include "session/gw_out.h"
-#include "wire/gw_wire.h"
+#include "wire/gw_frames.h"
 #include "ch_msg.h"
 
 typedef struct _gw_session_t gw_session_t;

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wire/gw_frames.h"
 #include "wire/gw_hmac.h"
 #include "ch_msg.h"
 
@@ -24,28 +25,6 @@
 #define GW_WIRE_DELIM_LEN 9
 #define GW_WIRE_HISTORY_DEFAULT 65536
 #define GW_WIRE_MAX_DEFAULT (64u * 1024u * 1024u)
-
-//  One frame: data is never NULL (a zero-length frame points at a valid byte).
-//  One frame. owner, when set by the caller of gw_wire_decode, lets the
-//  decoder adopt a large buffer without copying it (gw_wire_set_adopt).
-typedef struct { uint8_t *data; size_t size; void *owner; } gw_frame_t;
-
-//  A growable list of owned frames.
-typedef struct _gw_frames_t gw_frames_t;
-
-gw_frames_t *gw_frames_new (void);
-void gw_frames_destroy (gw_frames_t **self_p);
-//  Append a copy of size bytes (data may be NULL when size is 0).
-void gw_frames_append (gw_frames_t *self, const void *data, size_t size);
-//  Append, stealing *data_p (malloc'ed, may be NULL when size is 0); nulls it.
-void gw_frames_append_take (gw_frames_t *self, uint8_t **data_p, size_t size);
-size_t gw_frames_size (const gw_frames_t *self);
-//  Borrowed; NULL when index is out of range.
-const gw_frame_t *gw_frames_get (const gw_frames_t *self, size_t index);
-//  Deep copy.
-gw_frames_t *gw_frames_dup (const gw_frames_t *self);
-//  Borrowed array of all frames (for gw_wire_decode); NULL when empty.
-const gw_frame_t *gw_frames_array (const gw_frames_t *self);
 
 typedef struct _gw_wire_t gw_wire_t;
 

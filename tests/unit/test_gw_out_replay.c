@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "server/gw_out_replay.h"
+#include "wire/gw_wire.h"
 
 #define S_SESSION "0b5c1d2e-0000-4000-8000-000000000001"
 #define S_KEY "key"
