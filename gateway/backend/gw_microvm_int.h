@@ -9,7 +9,7 @@
 #include "guest/gw_init.h"
 #include "backend/gw_vmh.h"
 #include "vm/gw_rundir.h"
-#include "snap/gw_snapstore.h"
+#include "snap/gw_snapref.h"
 #include "backend/gw_vmstart.h"
 #include "guest/gw_watch.h"
 

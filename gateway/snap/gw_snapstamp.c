@@ -1,15 +1,11 @@
 /*  gw_snapstamp - a snapshot's verification stamp (see gw_snapstamp.h). */
 #include "snap/gw_snapstamp.h"
-#include "snap/gw_snapstore.h"
-#include "ch_util.h"
 
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,39 +59,4 @@ gw_snapstamp_write (const char *dir, const char *state, const char *sha)
     if (rc < 0)
         unlink (tmp);
     return rc;
-}
-
-//  ---------------------------------------------------------------------------
-//  gw_snapref_verify_state (gw_snapstore.h): here, beside the stamp it uses.
-//  Each failure says which snapshot and what is wrong, in err.
-
-int
-gw_snapref_verify_state (const gw_snapref_t *self, char *err, size_t errlen)
-{
-    assert (self);
-    const char *name = gw_snapref_name (self), *state = gw_snapref_state (self);
-    const char *want = json_string_value (json_object_get (gw_snapref_meta (self),
-                                                           "state_sha256"));
-    char hex [65];
-    int rc = -EBADMSG;
-    if (!want || strlen (want) != 64) {
-        snprintf (err, errlen, "snapshot \"%s\" is corrupt: meta.json has no state_sha256",
-                  name);
-        return rc;
-    }
-    if (gw_snapstamp_matches (gw_snapref_dir (self), state, want))
-        return 0;                               //  hashed before, and unchanged since
-    //  O_NONBLOCK: a FIFO swapped in since open hashes as empty, not forever.
-    if ((rc = ch_sha256_file (state, O_NOFOLLOW | O_NONBLOCK, hex, NULL)) < 0) {
-        snprintf (err, errlen, "snapshot \"%s\": its state file cannot be read: %s", name,
-                  strerror (-rc));
-        return rc;
-    }
-    if (strcmp (hex, want)) {
-        snprintf (err, errlen, "snapshot \"%s\" is corrupt: its state file's SHA-256 is "
-                  "%.12s..., meta.json says %.12s...", name, hex, want);
-        return -EBADMSG;
-    }
-    gw_snapstamp_write (gw_snapref_dir (self), state, want);   //  read-only store: next time
-    return 0;
 }

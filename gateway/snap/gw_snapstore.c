@@ -46,13 +46,6 @@ struct _gw_snapstore_t {
     int fd;                                     //  the directory itself
 };
 
-struct _gw_snapref_t {
-    char name [GW_SNAP_NAME_MAX + 1];
-    char dir [PATH_MAX + 80], state [PATH_MAX + 96], disk [PATH_MAX + 96];
-    int fd;                                     //  the snapshot directory, holding LOCK_SH
-    json_t *meta;                               //  an object
-};
-
 //  The reason into err; returns rc (a negative errno).
 static int __attribute__ ((format (printf, 4, 5)))
 s_fail (char *err, size_t errlen, int rc, const char *fmt, ...)
@@ -466,49 +459,53 @@ s_open_locked (gw_snapstore_t *self, const char *name, int op, int wait_ms,
     return s_fail (err, errlen, rc, "cannot open snapshot \"%s\": %s", name, strerror (-rc));
 }
 
-//  Is ref's file a regular file of the size meta.json records under key?
+//  Is dfd/file a regular file of the size meta records under key? name is
+//  the snapshot's, for err.
 static int
-s_check_file (const gw_snapref_t *ref, const char *file, const char *key, char *err, size_t errlen)
+s_check_file (int dfd, const char *name, const json_t *meta, const char *file, const char *key,
+              char *err, size_t errlen)
 {
-    json_t *v = json_object_get (ref->meta, key);
+    json_t *v = json_object_get (meta, key);
     long long want = json_is_integer (v) ? (long long) json_integer_value (v) : -1;
     struct stat st;
     if (want < 0)
         return s_fail (err, errlen, -EBADMSG, "snapshot \"%s\" is corrupt: meta.json has no %s",
-                       ref->name, key);
-    if (fstatat (ref->fd, file, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG (st.st_mode))
+                       name, key);
+    if (fstatat (dfd, file, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG (st.st_mode))
         return s_fail (err, errlen, -EBADMSG, "snapshot \"%s\" is corrupt: %s is missing or "
-                       "not a regular file", ref->name, file);
+                       "not a regular file", name, file);
     if ((long long) st.st_size != want)
         return s_fail (err, errlen, -EBADMSG, "snapshot \"%s\" is %s: %s is %lld bytes, "
-                       "meta.json says %lld", ref->name, st.st_size < want ? "truncated"
+                       "meta.json says %lld", name, st.st_size < want ? "truncated"
                        : "corrupt", file, (long long) st.st_size, want);
     return 0;
 }
 
-//  meta.json read, and the files checked against it.
+//  Snapshot name's meta.json (in its directory dfd) read into *meta_p, and
+//  the files checked against it. *meta_p is set even on failure.
 static int
-s_check (gw_snapref_t *ref, char *err, size_t errlen)
+s_check (int dfd, const char *name, json_t **meta_p, char *err, size_t errlen)
 {
     char why [160], magic [4] = "";
-    if (s_read_meta (ref->fd, &ref->meta, why, sizeof why) < 0)
-        return s_fail (err, errlen, -EBADMSG, "snapshot \"%s\" is corrupt: %s", ref->name, why);
-    json_t *format = json_object_get (ref->meta, "format");
-    const char *name = json_string_value (json_object_get (ref->meta, "name"));
+    if (s_read_meta (dfd, meta_p, why, sizeof why) < 0)
+        return s_fail (err, errlen, -EBADMSG, "snapshot \"%s\" is corrupt: %s", name, why);
+    const json_t *meta = *meta_p;
+    json_t *format = json_object_get (meta, "format");
+    const char *named = json_string_value (json_object_get (meta, "name"));
     if (!json_is_integer (format) || json_integer_value (format) != GW_SNAP_FORMAT)
         return s_fail (err, errlen, -EBADMSG, "snapshot \"%s\" has format %lld; this gateway "
-                       "reads format %d", ref->name, (long long) json_integer_value (format),
+                       "reads format %d", name, (long long) json_integer_value (format),
                        GW_SNAP_FORMAT);
-    if (!name || strcmp (name, ref->name))
+    if (!named || strcmp (named, name))
         return s_fail (err, errlen, -EBADMSG, "snapshot \"%s\" is corrupt: its meta.json names "
-                       "\"%.64s\"", ref->name, name ? name : "no snapshot");
-    int rc = s_check_file (ref, GW_SNAP_STATE, "state_bytes", err, errlen);
+                       "\"%.64s\"", name, named ? named : "no snapshot");
+    int rc = s_check_file (dfd, name, meta, GW_SNAP_STATE, "state_bytes", err, errlen);
     if (rc == 0)
-        rc = s_check_file (ref, GW_SNAP_DISK, "disk_file_bytes", err, errlen);
-    int fd = rc == 0 ? openat (ref->fd, GW_SNAP_DISK, S_FILE_FLAGS) : -1;
+        rc = s_check_file (dfd, name, meta, GW_SNAP_DISK, "disk_file_bytes", err, errlen);
+    int fd = rc == 0 ? openat (dfd, GW_SNAP_DISK, S_FILE_FLAGS) : -1;
     if (rc == 0 && (fd < 0 || pread (fd, magic, 4, 0) != 4 || memcmp (magic, "QFI\xfb", 4)))
         rc = s_fail (err, errlen, -EBADMSG, "snapshot \"%s\" is corrupt: " GW_SNAP_DISK
-                     " is not a qcow2 image", ref->name);
+                     " is not a qcow2 image", name);
     if (fd >= 0)
         close (fd);
     return rc;
@@ -519,80 +516,17 @@ gw_snapstore_open (gw_snapstore_t *self, const char *name, int *rc_p, char *err,
 {
     assert (self);
     gw_snapref_t *ref = NULL;
-    int rc = s_open_locked (self, name, LOCK_SH, S_OPEN_WAIT_MS, err, errlen);
-    if (rc < 0)
-        goto fail;
-    if (!(ref = calloc (1, sizeof *ref)))
-        abort ();
-    ref->fd = rc;
-    snprintf (ref->name, sizeof ref->name, "%s", name);
-    rc = s_check (ref, err, errlen);
-    if (rc < 0)
-        goto fail;
-    snprintf (ref->dir, sizeof ref->dir, "%s/%s", self->dir, name);
-    snprintf (ref->state, sizeof ref->state, "%s/" GW_SNAP_STATE, ref->dir);
-    snprintf (ref->disk, sizeof ref->disk, "%s/" GW_SNAP_DISK, ref->dir);
-    if (rc_p)
-        *rc_p = 0;
-    return ref;
-fail:
-    gw_snapref_destroy (&ref);
+    json_t *meta = NULL;
+    int fd = s_open_locked (self, name, LOCK_SH, S_OPEN_WAIT_MS, err, errlen);
+    int rc = fd < 0 ? fd : s_check (fd, name, &meta, err, errlen);
+    if (rc == 0)
+        ref = gw_snapref_new (&fd, &meta, self->dir, name);
+    if (fd >= 0)
+        close (fd);
+    json_decref (meta);
     if (rc_p)
         *rc_p = rc;
-    return NULL;
-}
-
-void
-gw_snapref_destroy (gw_snapref_t **self_p)
-{
-    assert (self_p);
-    if (*self_p) {
-        close ((*self_p)->fd);                  //  drops LOCK_SH
-        json_decref ((*self_p)->meta);
-        free (*self_p);
-        *self_p = NULL;
-    }
-}
-
-const char *gw_snapref_name (const gw_snapref_t *self) { return self->name; }
-const char *gw_snapref_dir (const gw_snapref_t *self) { return self->dir; }
-json_t *gw_snapref_meta (const gw_snapref_t *self) { return self->meta; }
-const char *gw_snapref_state (const gw_snapref_t *self) { return self->state; }
-const char *gw_snapref_disk (const gw_snapref_t *self) { return self->disk; }
-
-//  What a resume must match, as a sentence names it; the unit follows numbers.
-static const struct { const char *key, *label, *unit; } s_fields [] = {
-    { "image_hash", "guest image", "" }, { "mem_mib", "memory", " MiB" },
-    { "vcpus", "vCPUs", "" }, { "cpu", "CPU model", "" }, { "accel", "accelerator", "" },
-    { "disk_bytes", "a disk of", " bytes" }, { "append", "kernel command line", "" },
-    { "qemu_version", "QEMU", "" },
-};
-
-static void
-s_value_text (const json_t *v, const char *unit, char *out, size_t cap)
-{
-    char *text = v ? json_dumps (v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-    snprintf (out, cap, "%.160s%s", text ? text : "(not recorded)", json_is_number (v) ? unit : "");
-    free (text);
-}
-
-const char *
-gw_snapref_mismatch (const gw_snapref_t *self, const json_t *expected, char *why, size_t cap)
-{
-    assert (self && why);
-    for (size_t i = 0; i < sizeof s_fields / sizeof s_fields [0]; i++) {
-        json_t *want = json_object_get (expected, s_fields [i].key);
-        json_t *have = json_object_get (self->meta, s_fields [i].key);
-        if (!want || json_equal (want, have))
-            continue;
-        char a [192], b [192];
-        s_value_text (have, s_fields [i].unit, a, sizeof a);
-        s_value_text (want, s_fields [i].unit, b, sizeof b);
-        snprintf (why, cap, "snapshot \"%s\" was taken with %s %s; this gateway runs %s",
-                  self->name, s_fields [i].label, a, b);
-        return why;
-    }
-    return NULL;
+    return ref;
 }
 
 //  ==========================================================================

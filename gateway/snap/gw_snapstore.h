@@ -27,6 +27,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "snap/gw_snapref.h"
+
 #define GW_SNAP_NAME_MAX 64
 #define GW_SNAP_FORMAT 1                        //  meta.json "format"
 #define GW_SNAP_META "meta.json"
@@ -34,7 +36,6 @@
 #define GW_SNAP_DISK "workspace.qcow2"
 
 typedef struct _gw_snapstore_t gw_snapstore_t;
-typedef struct _gw_snapref_t gw_snapref_t;
 
 //  The store's directory: $CELLVM_SNAPSHOT_DIR when absolute, else
 //  /var/lib/cellvm/snapshots as root, else $XDG_DATA_HOME/cellvm/snapshots
@@ -89,30 +90,9 @@ void gw_snapstore_abort (gw_snapstore_t *self, const char *staging);
 //  truncated (also: a symlink or file by that name, meta.json a symlink,
 //  not a regular file, over 64 KiB, not a JSON object), -errno otherwise.
 //  rc_p may be NULL. The state file's SHA-256 is not checked here (it is
-//  hundreds of MB): see gw_snapref_verify_state.
+//  hundreds of MB): see gw_snapref_verify_state (gw_snapref.h).
 gw_snapref_t *gw_snapstore_open (gw_snapstore_t *self, const char *name, int *rc_p,
                                  char *err, size_t errlen);
-void gw_snapref_destroy (gw_snapref_t **self_p);
-const char *gw_snapref_name (const gw_snapref_t *self);
-const char *gw_snapref_dir (const gw_snapref_t *self);
-json_t *gw_snapref_meta (const gw_snapref_t *self);       //  borrowed
-//  Paths of its files (borrowed, absolute).
-const char *gw_snapref_state (const gw_snapref_t *self);
-const char *gw_snapref_disk (const gw_snapref_t *self);
-//  Why meta does not match what this gateway would resume it with
-//  (expected: the same keys as meta, those present are compared:
-//  image_hash, mem_mib, vcpus, cpu, accel, disk_bytes, append, qemu_version),
-//  as one sentence naming the field and both values (JSON-quoted strings,
-//  numbers with their unit; "(not recorded)" when meta lacks the key), e.g.
-//  'snapshot "x" was taken with memory 512 MiB; this gateway runs 384 MiB'.
-//  Values compare with json_equal. Writes into why (cap bytes) and returns
-//  it, or NULL when it matches (or expected is NULL).
-const char *gw_snapref_mismatch (const gw_snapref_t *self, const json_t *expected,
-                                 char *why, size_t cap);
-//  Hash the state file and compare with meta's state_sha256. 0, -EBADMSG
-//  with the reason in err, or -errno when it cannot be read. Blocks
-//  (~0.15 s per 300 MB).
-int gw_snapref_verify_state (const gw_snapref_t *self, char *err, size_t errlen);
 
 //  ---------------------------------------------------------------------------
 //  Listing, removal, collection

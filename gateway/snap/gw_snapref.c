@@ -1,0 +1,124 @@
+/*  gw_snapref - one snapshot held open for a resume (see gw_snapref.h). */
+#include "snap/gw_snapref.h"
+#include "snap/gw_snapstamp.h"
+#include "snap/gw_snapstore.h"
+#include "ch_util.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct _gw_snapref_t {
+    char name [GW_SNAP_NAME_MAX + 1];
+    char dir [PATH_MAX + 80], state [PATH_MAX + 96], disk [PATH_MAX + 96];
+    int fd;                                     //  the snapshot directory, holding LOCK_SH
+    json_t *meta;                               //  an object
+};
+
+gw_snapref_t *
+gw_snapref_new (int *fd_p, json_t **meta_p, const char *store_dir, const char *name)
+{
+    assert (fd_p && *fd_p >= 0 && meta_p && json_is_object (*meta_p) && store_dir && name);
+    gw_snapref_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    self->fd = *fd_p;
+    self->meta = *meta_p;
+    *fd_p = -1;
+    *meta_p = NULL;
+    snprintf (self->name, sizeof self->name, "%s", name);
+    snprintf (self->dir, sizeof self->dir, "%s/%s", store_dir, name);
+    snprintf (self->state, sizeof self->state, "%s/" GW_SNAP_STATE, self->dir);
+    snprintf (self->disk, sizeof self->disk, "%s/" GW_SNAP_DISK, self->dir);
+    return self;
+}
+
+void
+gw_snapref_destroy (gw_snapref_t **self_p)
+{
+    assert (self_p);
+    if (*self_p) {
+        close ((*self_p)->fd);                  //  drops LOCK_SH
+        json_decref ((*self_p)->meta);
+        free (*self_p);
+        *self_p = NULL;
+    }
+}
+
+const char *gw_snapref_name (const gw_snapref_t *self) { return self->name; }
+const char *gw_snapref_dir (const gw_snapref_t *self) { return self->dir; }
+json_t *gw_snapref_meta (const gw_snapref_t *self) { return self->meta; }
+const char *gw_snapref_state (const gw_snapref_t *self) { return self->state; }
+const char *gw_snapref_disk (const gw_snapref_t *self) { return self->disk; }
+
+//  What a resume must match, as a sentence names it; the unit follows numbers.
+static const struct { const char *key, *label, *unit; } s_fields [] = {
+    { "image_hash", "guest image", "" }, { "mem_mib", "memory", " MiB" },
+    { "vcpus", "vCPUs", "" }, { "cpu", "CPU model", "" }, { "accel", "accelerator", "" },
+    { "disk_bytes", "a disk of", " bytes" }, { "append", "kernel command line", "" },
+    { "qemu_version", "QEMU", "" },
+};
+
+static void
+s_value_text (const json_t *v, const char *unit, char *out, size_t cap)
+{
+    char *text = v ? json_dumps (v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    snprintf (out, cap, "%.160s%s", text ? text : "(not recorded)", json_is_number (v) ? unit : "");
+    free (text);
+}
+
+const char *
+gw_snapref_mismatch (const gw_snapref_t *self, const json_t *expected, char *why, size_t cap)
+{
+    assert (self && why);
+    for (size_t i = 0; i < sizeof s_fields / sizeof s_fields [0]; i++) {
+        json_t *want = json_object_get (expected, s_fields [i].key);
+        json_t *have = json_object_get (self->meta, s_fields [i].key);
+        if (!want || json_equal (want, have))
+            continue;
+        char a [192], b [192];
+        s_value_text (have, s_fields [i].unit, a, sizeof a);
+        s_value_text (want, s_fields [i].unit, b, sizeof b);
+        snprintf (why, cap, "snapshot \"%s\" was taken with %s %s; this gateway runs %s",
+                  self->name, s_fields [i].label, a, b);
+        return why;
+    }
+    return NULL;
+}
+
+//  Each failure says which snapshot and what is wrong, in err.
+int
+gw_snapref_verify_state (const gw_snapref_t *self, char *err, size_t errlen)
+{
+    assert (self);
+    const char *name = gw_snapref_name (self), *state = gw_snapref_state (self);
+    const char *want = json_string_value (json_object_get (gw_snapref_meta (self),
+                                                           "state_sha256"));
+    char hex [65];
+    int rc = -EBADMSG;
+    if (!want || strlen (want) != 64) {
+        snprintf (err, errlen, "snapshot \"%s\" is corrupt: meta.json has no state_sha256",
+                  name);
+        return rc;
+    }
+    if (gw_snapstamp_matches (gw_snapref_dir (self), state, want))
+        return 0;                               //  hashed before, and unchanged since
+    //  O_NONBLOCK: a FIFO swapped in since open hashes as empty, not forever.
+    if ((rc = ch_sha256_file (state, O_NOFOLLOW | O_NONBLOCK, hex, NULL)) < 0) {
+        snprintf (err, errlen, "snapshot \"%s\": its state file cannot be read: %s", name,
+                  strerror (-rc));
+        return rc;
+    }
+    if (strcmp (hex, want)) {
+        snprintf (err, errlen, "snapshot \"%s\" is corrupt: its state file's SHA-256 is "
+                  "%.12s..., meta.json says %.12s...", name, hex, want);
+        return -EBADMSG;
+    }
+    gw_snapstamp_write (gw_snapref_dir (self), state, want);   //  read-only store: next time
+    return 0;
+}
