@@ -1,16 +1,19 @@
 /*  ch_io - writing channel messages to a file descriptor.
 
     Two ways out, for two kinds of writer:
-    - ch_write_all / ch_write_msg: the whole message now, for threads that
-      may wait (the kernel, blocking drivers such as the template builder);
+    - ch_write_all / ch_write_msg here: the whole message now, for threads
+      that may wait (the kernel, blocking drivers such as the template
+      builder);
     - ch_outq: a queue that a reactor flushes when the fd is writable, for
-      the gateway and init, which must never wait on their peer.
+      the gateway and init, which must never wait on their peer. It frames
+      messages with ch_wire_size and ch_wire_iov.
     A message is checked whole before any byte leaves (every frame 1..max),
     so a refusal never leaves half a message in the stream.
 */
 #ifndef CH_IO_H
 #define CH_IO_H
 
+#include "ch_frame.h"
 #include "ch_msg.h"
 
 #include <stdbool.h>
@@ -28,27 +31,19 @@ int ch_write_all (int fd, struct iovec *iov, int iovcnt, int timeout_ms);
 //  frame is out of 1..max_frame (an empty buffer cannot be framed).
 size_t ch_wire_size (const ch_msg_t *msg, size_t json_len, uint32_t max_frame);
 
+//  Most iovecs ch_wire_iov fills: the sync marker, then a header and a body
+//  per frame.
+#define CH_WIRE_IOV_MAX (2 * (CH_MSG_MAX_BUFFERS + 1) + 1)
+
+//  msg as iovecs, its JSON (json, json_len) the first frame: the sync marker
+//  when sync is true, then header and body per frame. hdrs holds the
+//  headers; iov has room for CH_WIRE_IOV_MAX. Returns the iovec count.
+int ch_wire_iov (const ch_msg_t *msg, const char *json, size_t json_len, bool sync,
+                 uint8_t hdrs [][CH_FRAME_HDR], struct iovec *iov);
+
 //  Write msg whole (JSON frame, then its buffer frames), after the sync
 //  marker when sync is true. -EMSGSIZE (nothing written) or ch_write_all's.
 int ch_write_msg (int fd, const ch_msg_t *msg, uint32_t max_frame, bool sync,
                   int timeout_ms);
-
-typedef struct _ch_outq_t ch_outq_t;
-
-//  A queue of at most max_bytes of framed output (0: 4 * max_frame).
-ch_outq_t *ch_outq_new (uint32_t max_frame, size_t max_bytes);
-void ch_outq_destroy (ch_outq_t **self_p);
-
-//  Queue msg whole, after the sync marker when sync is true. 0, -EMSGSIZE
-//  (a frame out of range), -ENOBUFS (over max_bytes: the peer stopped
-//  reading). Nothing is queued on failure.
-int ch_outq_put (ch_outq_t *self, const ch_msg_t *msg, bool sync);
-
-//  Write what fd takes now without blocking. 0 (maybe some left), -EPIPE.
-int ch_outq_flush (ch_outq_t *self, int fd);
-
-//  Bytes waiting; drop them all (the peer went away).
-size_t ch_outq_bytes (const ch_outq_t *self);
-void ch_outq_clear (ch_outq_t *self);
 
 #endif

@@ -7,7 +7,7 @@
 #include "guest/gw_init.h"
 #include "base/gw_log.h"
 #include "ch_asm.h"
-#include "ch_io.h"
+#include "ch_outq.h"
 
 #include <czmq.h>
 #include <assert.h>

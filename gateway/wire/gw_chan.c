@@ -6,7 +6,7 @@
 */
 #include "wire/gw_chan.h"
 #include "ch_asm.h"
-#include "ch_io.h"
+#include "ch_outq.h"
 
 #include <assert.h>
 #include <errno.h>

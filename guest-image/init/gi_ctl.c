@@ -7,7 +7,7 @@
 #include "gi_ctl.h"
 #include "gi_log.h"
 #include "ch_asm.h"
-#include "ch_io.h"
+#include "ch_outq.h"
 
 #include <assert.h>
 #include <errno.h>

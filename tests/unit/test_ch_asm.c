@@ -14,7 +14,7 @@
 #include "ch_asm.h"
 #include "ch_frame.h"
 #include "ch_hello.h"
-#include "ch_io.h"
+#include "ch_outq.h"
 #include "ch_util.h"
 #include "tu.h"
 
