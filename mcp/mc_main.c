@@ -23,7 +23,7 @@
 #include "mc_args.h"
 #include "mc_lines.h"
 #include "mc_log.h"
-#include "mc_proc.h"
+#include "mc_spec.h"
 #include "mc_server.h"
 
 #define TICK_MS 50

@@ -16,7 +16,7 @@
 #include <zmq.h>
 
 #include "mc_args.h"
-#include "mc_proc.h"
+#include "mc_spec.h"
 
 //  The MCP revisions accepted, newest first; the first is offered when the
 //  client asks for one not on the list.

@@ -16,6 +16,7 @@
 #include "mc_kclient.h"
 #include "mc_life.h"
 #include "mc_log.h"
+#include "mc_proc.h"
 #include "mc_session.h"
 
 //  A download is at most 256 MiB (docs/files.md); its reply's envelope more.

@@ -26,7 +26,7 @@
 
 #include "mc_args.h"
 #include "mc_op.h"
-#include "mc_proc.h"
+#include "mc_spec.h"
 #include "mc_shape.h"
 
 //  Where results and progress go (the MCP server).

@@ -19,7 +19,7 @@
 #include "mc_args.h"
 #include "mc_life.h"
 #include "mc_op.h"
-#include "mc_proc.h"
+#include "mc_spec.h"
 #include "tu.h"
 
 #define IDLE_NOTICE "cellvm: this session was idle longer than its limit (--idle-timeout) " \
