@@ -18,39 +18,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/gw_replay_item.h"
+
 #define GW_REPLAY_CELLS_DEFAULT 32
 #define GW_REPLAY_BYTES_DEFAULT (16u << 20)
-//  Counted against max_bytes per message on top of its bytes: a flood of
-//  tiny messages must not cost far more memory than the cap says.
-#define GW_REPLAY_ITEM_OVERHEAD 128
 #define GW_REPLAY_ID_MAX 256                    //  longest msg_id kept
 
 typedef struct _gw_replay_t gw_replay_t;
-typedef struct _gw_replay_item_t gw_replay_item_t;
-
-//  Bytes borrowed from the caller.
-typedef struct {
-    const void *data;
-    size_t len;
-} gw_replay_bytes_t;
-
-//  One message as it was sent. All borrowed; copied by gw_replay_add.
-typedef struct {
-    const char *cell;                           //  its parent's msg_id (the execute_request)
-    const char *msg_id;                         //  its own header.msg_id
-    const char *msg_type;
-    gw_replay_bytes_t topic, parent, metadata, content;
-    const gw_replay_bytes_t *buffers;
-    size_t nbuffers;
-} gw_replay_msg_t;
-
-//  The parts of a stored message.
-typedef enum {
-    GW_REPLAY_TOPIC, GW_REPLAY_PARENT, GW_REPLAY_METADATA, GW_REPLAY_CONTENT
-} gw_replay_part_t;
 
 //  What a selection picked: messages in the order they were sent, one
-//  reference each, and the cells in range that kept nothing (too large).
+//  reference each (gw_replay_item.h), and the cells in range that kept
+//  nothing (too large).
 typedef struct {
     gw_replay_item_t **items;
     size_t n;
@@ -78,14 +56,5 @@ void gw_replay_sel_clear (gw_replay_sel_t *sel);
 //  What is stored now: cells (too-large ones included) and counted bytes.
 size_t gw_replay_cells (const gw_replay_t *self);
 size_t gw_replay_bytes (const gw_replay_t *self);
-
-//  A selected message (borrowed from the selection).
-const char *gw_replay_item_type (const gw_replay_item_t *item);
-const char *gw_replay_item_msg_id (const gw_replay_item_t *item);
-const uint8_t *gw_replay_item_part (const gw_replay_item_t *item, gw_replay_part_t part,
-                                    size_t *len_p);
-size_t gw_replay_item_nbuffers (const gw_replay_item_t *item);
-const uint8_t *gw_replay_item_buffer (const gw_replay_item_t *item, size_t index,
-                                      size_t *len_p);
 
 #endif
