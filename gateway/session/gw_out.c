@@ -65,10 +65,10 @@ gw_out_send (gw_out_t *self, ch_channel_t ch, const gw_frames_t *ids, ch_msg_t *
 
 void
 gw_out_new_msg (gw_out_t *self, ch_channel_t ch, const gw_frames_t *ids, const char *type,
-                const json_t *parent, json_t *content)
+                const json_t *parent, json_t **content_p)
 {
-    assert (self && type);
-    ch_msg_t *msg = ch_msg_new (ch, type, parent, &content, self->session);
+    assert (self && type && content_p);
+    ch_msg_t *msg = ch_msg_new (ch, type, parent, content_p, self->session);
     gw_out_send (self, ch, ids, msg);
     ch_msg_destroy (&msg);
 }
@@ -76,8 +76,8 @@ gw_out_new_msg (gw_out_t *self, ch_channel_t ch, const gw_frames_t *ids, const c
 void
 gw_out_status (gw_out_t *self, const json_t *parent, const char *state)
 {
-    gw_out_new_msg (self, CH_IOPUB, NULL, "status", parent,
-                    json_pack ("{s:s}", "execution_state", state));
+    json_t *content = json_pack ("{s:s}", "execution_state", state);
+    gw_out_new_msg (self, CH_IOPUB, NULL, "status", parent, &content);
 }
 
 void

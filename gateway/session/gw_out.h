@@ -32,9 +32,10 @@ void gw_out_destroy (gw_out_t **self_p);
 //  ids). msg's buffers may be taken.
 void gw_out_send (gw_out_t *self, ch_channel_t ch, const gw_frames_t *ids, ch_msg_t *msg);
 
-//  A message of the gateway's own making, parent copied; steals content.
+//  A message of the gateway's own making, parent copied; takes *content_p
+//  (nulled; NULL means {}).
 void gw_out_new_msg (gw_out_t *self, ch_channel_t ch, const gw_frames_t *ids,
-                     const char *type, const json_t *parent, json_t *content);
+                     const char *type, const json_t *parent, json_t **content_p);
 
 //  iopub status with that execution_state.
 void gw_out_status (gw_out_t *self, const json_t *parent, const char *state);

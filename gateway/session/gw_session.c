@@ -82,9 +82,11 @@ s_fail_request (gw_session_t *self, gw_req_t *req, const char *ename, const char
     if (req->ids && !req->busy)
         gw_out_status (self->out, req->header, "busy");
     json_t *tb = json_pack ("[s]", text);
-    if (req->ids && publish_error)
-        gw_out_new_msg (self->out, CH_IOPUB, NULL, "error", req->header,
-                    json_pack ("{s:s, s:s, s:O}", "ename", ename, "evalue", text, "traceback", tb));
+    if (req->ids && publish_error) {
+        json_t *error = json_pack ("{s:s, s:s, s:O}", "ename", ename, "evalue", text,
+                                   "traceback", tb);
+        gw_out_new_msg (self->out, CH_IOPUB, NULL, "error", req->header, &error);
+    }
     if (req->ids && req->reply_type [0] && !req->replied) {
         json_t *content = json_pack ("{s:s, s:s, s:s, s:O}", "status", "error", "ename", ename,
                                      "evalue", text, "traceback", tb);
@@ -92,7 +94,7 @@ s_fail_request (gw_session_t *self, gw_req_t *req, const char *ename, const char
             json_object_set_new (content, "execution_count", json_integer (self->exec_count));
         if (strcmp (req->reply_type, "kernel_info_reply") == 0)
             s_info_fields (content, text);
-        gw_out_new_msg (self->out, req->channel, req->ids, req->reply_type, req->header, content);
+        gw_out_new_msg (self->out, req->channel, req->ids, req->reply_type, req->header, &content);
     }
     json_decref (tb);
     if (req->ids)
@@ -319,8 +321,9 @@ s_finish (gw_session_t *self)
         if (req->ids && strcmp (req->reply_type, "shutdown_reply") == 0 && !req->replied) {
             if (!req->busy)
                 gw_out_status (self->out, req->header, "busy");
+            json_t *reply = json_pack ("{s:s, s:b}", "status", "ok", "restart", req->restart);
             gw_out_new_msg (self->out, req->channel, req->ids, "shutdown_reply", req->header,
-                        json_pack ("{s:s, s:b}", "status", "ok", "restart", req->restart));
+                            &reply);
             req->busy = req->replied = true;
         }
         s_fail_request (self, req, "KernelShutdown", "The kernel was shut down.", false);
@@ -437,8 +440,8 @@ s_check_cell_timeout (gw_session_t *self, int64_t now)
         gw_log (GW_LOG_WARN, "cell.timeout", "limit_s=%g action=interrupt", self->opts.cell_timeout);
         snprintf (text, sizeof text, "cellvm: this cell ran longer than its %g s time limit "
                   "and is being interrupted.\n", self->opts.cell_timeout);
-        gw_out_new_msg (self->out, CH_IOPUB, NULL, "stream", req->header,
-                    json_pack ("{s:s, s:s}", "name", "stderr", "text", text));
+        json_t *stream = json_pack ("{s:s, s:s}", "name", "stderr", "text", text);
+        gw_out_new_msg (self->out, CH_IOPUB, NULL, "stream", req->header, &stream);
         s_own_request (self, "interrupt_request", NULL);
     }
     else if (now - req->interrupted_at >= S_INTERRUPT_GRACE_MS) {
@@ -606,9 +609,9 @@ gw_session_refuse (gw_session_t *self, gw_frames_t **ids_p, ch_msg_t **msg_p, co
     if (rtype [0] && ch_msg_channel (msg) != CH_STDIN && !self->finished) {
         json_t *parent = ch_msg_header (msg);
         gw_out_status (self->out, parent, "busy");
-        gw_out_new_msg (self->out, ch_msg_channel (msg), *ids_p, rtype, parent,
-                    json_pack ("{s:s, s:s, s:s, s:[s]}", "status", "error",
-                               "ename", "RequestTooLarge", "evalue", why, "traceback", why));
+        json_t *reply = json_pack ("{s:s, s:s, s:s, s:[s]}", "status", "error",
+                                   "ename", "RequestTooLarge", "evalue", why, "traceback", why);
+        gw_out_new_msg (self->out, ch_msg_channel (msg), *ids_p, rtype, parent, &reply);
         gw_out_status (self->out, parent, "idle");
     }
     ch_msg_destroy (msg_p);

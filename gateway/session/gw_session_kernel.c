@@ -308,8 +308,8 @@ gw_session__share_notice (gw_session_t *self, const ch_msg_t *msg)
 {
     if (!self->share_notice [0] || strcmp (ch_msg_type (msg), "execute_request") != 0)
         return;
-    gw_out_new_msg (self->out, CH_IOPUB, NULL, "stream", ch_msg_header (msg),
-                    json_pack ("{s:s, s:s}", "name", "stderr", "text", self->share_notice));
+    json_t *stream = json_pack ("{s:s, s:s}", "name", "stderr", "text", self->share_notice);
+    gw_out_new_msg (self->out, CH_IOPUB, NULL, "stream", ch_msg_header (msg), &stream);
     self->share_notice [0] = 0;
 }
 

@@ -99,8 +99,8 @@ s_expire (gw_session_t *self, const char *what, double limit)
               "Its variables and /workspace files are discarded; start a new session to go "
               "on.\n", what, limit);
     gw_log (GW_LOG_INFO, "session.expired", "reason=\"%s\" limit_s=%g", what, limit);
-    gw_out_new_msg (self->out, CH_IOPUB, NULL, "stream", NULL,
-                    json_pack ("{s:s, s:s}", "name", "stderr", "text", text));
+    json_t *stream = json_pack ("{s:s, s:s}", "name", "stderr", "text", text);
+    gw_out_new_msg (self->out, CH_IOPUB, NULL, "stream", NULL, &stream);
     gw_session__begin_shutdown (self, true);
 }
 
@@ -136,9 +136,9 @@ typedef struct {
 } s_snap_job_t;
 
 static void
-s_snap_reply (gw_session_t *self, gw_frames_t **ids_p, json_t *header, json_t *content)
+s_snap_reply (gw_session_t *self, gw_frames_t **ids_p, json_t *header, json_t **content_p)
 {
-    gw_out_new_msg (self->out, CH_CONTROL, *ids_p, "cellvm_snapshot_reply", header, content);
+    gw_out_new_msg (self->out, CH_CONTROL, *ids_p, "cellvm_snapshot_reply", header, content_p);
     gw_out_status (self->out, header, "idle");
     gw_frames_destroy (ids_p);
 }
@@ -162,8 +162,9 @@ s_snapped (void *arg, int rc, const json_t *reply, const uint8_t *data, size_t l
     snprintf (text, sizeof text, "The snapshot was not taken: %s. The session goes on "
               "unchanged.", err && err [0] ? err : strerror (-rc));
     gw_session__printable (text);
-    s_snap_reply (self, &job->ids, job->header, rc == 0 ? json_deep_copy (reply)
-                  : s_snap_error (rc == -EEXIST ? "SnapshotExists" : "SnapshotFailed", text));
+    json_t *content = rc == 0 ? json_deep_copy (reply)
+                    : s_snap_error (rc == -EEXIST ? "SnapshotExists" : "SnapshotFailed", text);
+    s_snap_reply (self, &job->ids, job->header, &content);
     json_decref (job->header);
     free (job);
     gw_session__flush_held (self);
@@ -222,7 +223,8 @@ gw_session__snapshot_request (gw_session_t *self, ch_msg_t *msg, gw_frames_t **i
         self->snapshotting = false;
         ename = "SnapshotFailed", why = err;
     }
-    s_snap_reply (self, ids_p, header, s_snap_error (ename, why));
+    json_t *content = s_snap_error (ename, why);
+    s_snap_reply (self, ids_p, header, &content);
     json_decref (header);
 }
 
