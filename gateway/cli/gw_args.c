@@ -10,57 +10,118 @@
 #include <unistd.h>
 
 #define S_VM (GW_ARGS_BUILDER | GW_ARGS_POOL)  //  the VM options: both children
+#define S_HELP_COLUMN 26                        //  where --help puts an option's help
+#define S_HELP_WIDTH (80 - S_HELP_COLUMN)       //  and how wide it may be
+
+//  Where an option's line goes in --help.
+#define S_MAIN GW_ARGS_HELP_MAIN
+#define S_MV GW_ARGS_HELP_MICROVM
+#define S_SESS GW_ARGS_HELP_SESSIONS
 
 static const gw_opt_t s_table [GW_OPT_COUNT] = {
-    [GW_OPT_CONNECTION_FILE] = { "connection-file", GW_OPTKIND_STR, 0, 0, 0 },
-    [GW_OPT_BACKEND] = { "backend", GW_OPTKIND_STR, 0, 0, 0 },
-    [GW_OPT_KERNEL] = { "kernel", GW_OPTKIND_STR, 0, 0, 0 },
-    [GW_OPT_LOG_LEVEL] = { "log-level", GW_OPTKIND_STR, 0, 0, 0 },
-    [GW_OPT_MAX_MSG] = { "max-msg", GW_OPTKIND_SIZE, 1, SIZE_MAX / 4, 0 },
-    [GW_OPT_MAX_FRAME] = { "max-frame", GW_OPTKIND_SIZE, 1, UINT32_MAX, 0 },
-    [GW_OPT_CELL_TIMEOUT] = { "cell-timeout", GW_OPTKIND_SECONDS, 0, 0, 0 },
-    [GW_OPT_IMAGE] = { "image", GW_OPTKIND_STR, 0, 0, S_VM },
-    [GW_OPT_ARTIFACTS_DIR] = { "artifacts-dir", GW_OPTKIND_STR, 0, 0, 0 },
-    [GW_OPT_ARTIFACT_MAX_FILE] = { "artifact-max-file", GW_OPTKIND_SIZE, 1, 1ULL << 40, 0 },
-    [GW_OPT_ARTIFACT_MAX_SESSION] = { "artifact-max-session", GW_OPTKIND_SIZE, 1, 1ULL << 44, 0 },
-    [GW_OPT_QEMU] = { "qemu", GW_OPTKIND_STR, 0, 0, S_VM },
-    [GW_OPT_ACCEL] = { "accel", GW_OPTKIND_ACCEL, 0, 0, S_VM },
-    [GW_OPT_RUN_DIR] = { "run-dir", GW_OPTKIND_STR, 0, 0, 0 },
-    [GW_OPT_MEMORY] = { "memory", GW_OPTKIND_SIZE, 128, 1 << 20, S_VM },
-    [GW_OPT_VCPUS] = { "vcpus", GW_OPTKIND_SIZE, 1, 64, S_VM },
-    [GW_OPT_DISK_SIZE] = { "disk-size", GW_OPTKIND_SIZE, 64ULL << 20, 1ULL << 42, S_VM },
+    [GW_OPT_CONNECTION_FILE] = { "connection-file", GW_OPTKIND_STR, 0, 0, 0, S_MAIN, "FILE",
+        "the connection file Jupyter wrote for this kernel (also -f FILE)" },
+    [GW_OPT_BACKEND] = { "backend", GW_OPTKIND_STR, 0, 0, 0, S_MAIN, "microvm|unsafe-local",
+        "microvm: each session in its own microVM; unsafe-local: the kernel as "
+        "a local child process, with NO isolation" },
+    [GW_OPT_KERNEL] = { "kernel", GW_OPTKIND_STR, 0, 0, 0, S_MAIN, "PATH",
+        "kernel binary for unsafe-local (default: cellvm-kernel beside this one)" },
+    [GW_OPT_LOG_LEVEL] = { "log-level", GW_OPTKIND_STR, 0, 0, 0, S_MAIN, "L",
+        "error, warn, info or debug (default $CELLVM_LOG_LEVEL, else warn)" },
+    [GW_OPT_MAX_MSG] = { "max-msg", GW_OPTKIND_SIZE, 1, SIZE_MAX / 4, 0, S_MAIN, "BYTES",
+        "largest client or kernel message (default 64M)" },
+    [GW_OPT_MAX_FRAME] = { "max-frame", GW_OPTKIND_SIZE, 1, UINT32_MAX, 0, S_MAIN, "BYTES",
+        "largest channel frame (default 64M)" },
+    [GW_OPT_CELL_TIMEOUT] = { "cell-timeout", GW_OPTKIND_SECONDS, 0, 0, 0, S_MAIN, "S",
+        "interrupt, then restart, a cell running longer (default 0: off)" },
+    [GW_OPT_IMAGE] = { "image", GW_OPTKIND_STR, 0, 0, S_VM, S_MV, "DIR",
+        "guest image (default: image/ beside this binary)" },
+    [GW_OPT_ARTIFACTS_DIR] = { "artifacts-dir", GW_OPTKIND_STR, 0, 0, 0, S_MAIN, "DIR",
+        "where output_files are copied (default $XDG_DATA_HOME/cellvm/artifacts, "
+        "else ~/.local/share/cellvm/artifacts)" },
+    [GW_OPT_ARTIFACT_MAX_FILE] = { "artifact-max-file", GW_OPTKIND_SIZE, 1, 1ULL << 40, 0,
+        S_MAIN, "BYTES", "largest artifact copied (default 100M)" },
+    [GW_OPT_ARTIFACT_MAX_SESSION] = { "artifact-max-session", GW_OPTKIND_SIZE, 1, 1ULL << 44, 0,
+        S_MAIN, "BYTES", "artifact bytes per session (default 1G)" },
+    [GW_OPT_QEMU] = { "qemu", GW_OPTKIND_STR, 0, 0, S_VM, S_MV, "PATH",
+        "QEMU binary (default qemu-system-x86_64)" },
+    [GW_OPT_ACCEL] = { "accel", GW_OPTKIND_ACCEL, 0, 0, S_VM, S_MV, "auto|kvm|tcg",
+        "accelerator (default auto: KVM only on real vmx/svm)" },
+    [GW_OPT_RUN_DIR] = { "run-dir", GW_OPTKIND_STR, 0, 0, 0, S_MV, "DIR",
+        "where session run directories go" },
+    [GW_OPT_MEMORY] = { "memory", GW_OPTKIND_SIZE, 128, 1 << 20, S_VM, S_MV, "MIB",
+        "guest memory (default 512)" },
+    [GW_OPT_VCPUS] = { "vcpus", GW_OPTKIND_SIZE, 1, 64, S_VM, S_MV, "N",
+        "guest vCPUs (default 1)" },
+    [GW_OPT_DISK_SIZE] = { "disk-size", GW_OPTKIND_SIZE, 64ULL << 20, 1ULL << 42, S_VM, S_MV,
+        "BYTES", "the session's /workspace disk (default 1G)" },
     //  Always passed, resolved (gw_args_child_argv).
-    [GW_OPT_TEMPLATE_DIR] = { "template-dir", GW_OPTKIND_STR, 0, 0, S_VM },
-    [GW_OPT_NO_TEMPLATES] = { "no-templates", GW_OPTKIND_FLAG, 0, 0, 0 },
-    [GW_OPT_BUILD_TEMPLATE] = { "build-template", GW_OPTKIND_FLAG, 0, 0, 0 },
-    [GW_OPT_POOL] = { "pool", GW_OPTKIND_SIZE, 0, 1 << 20, GW_ARGS_POOL },
-    [GW_OPT_POOL_DAEMON] = { "pool-daemon", GW_OPTKIND_FLAG, 0, 0, 0 },
-    [GW_OPT_POOL_BUDGET] = { "pool-budget", GW_OPTKIND_SIZE, 0, 1 << 20, GW_ARGS_POOL },
-    [GW_OPT_POOL_IDLE] = { "pool-idle", GW_OPTKIND_SIZE, 0, 1 << 20, GW_ARGS_POOL },
-    [GW_OPT_LISTEN_FDS] = { "listen-fds", GW_OPTKIND_STR, 0, 0, 0 },
-    [GW_OPT_IDLE_PAUSE] = { "idle-pause", GW_OPTKIND_SECONDS, 0, 0, 0 },
-    [GW_OPT_IDLE_TIMEOUT] = { "idle-timeout", GW_OPTKIND_SECONDS, 0, 0, 0 },
-    [GW_OPT_TTL] = { "ttl", GW_OPTKIND_SECONDS, 0, 0, 0 },
-    [GW_OPT_SNAPSHOT_DIR] = { "snapshot-dir", GW_OPTKIND_STR, 0, 0, 0 },
-    [GW_OPT_FROM_SNAPSHOT] = { "from-snapshot", GW_OPTKIND_STR, 0, 0, 0 },
-    [GW_OPT_SNAPSHOT_GC] = { "snapshot-gc", GW_OPTKIND_FLAG, 0, 0, 0 },
-    [GW_OPT_SNAPSHOT_MAX_AGE] = { "snapshot-max-age", GW_OPTKIND_SECONDS, 0, 0, 0 },
-    [GW_OPT_SNAPSHOT_MAX_BYTES] = { "snapshot-max-bytes", GW_OPTKIND_SIZE, 1, 1ULL << 50, 0 },
+    [GW_OPT_TEMPLATE_DIR] = { "template-dir", GW_OPTKIND_STR, 0, 0, S_VM, S_MV, "DIR",
+        "snapshot templates (default $CELLVM_TEMPLATE_DIR, else "
+        "/var/tmp/cellvm-<uid>/templates; docs/snapshots.md)" },
+    [GW_OPT_NO_TEMPLATES] = { "no-templates", GW_OPTKIND_FLAG, 0, 0, 0, S_MV, NULL,
+        "cold-boot every VM (no snapshot restore)" },
+    [GW_OPT_BUILD_TEMPLATE] = { "build-template", GW_OPTKIND_FLAG, 0, 0, 0, S_MV, NULL,
+        "build the template for these options unless an intact one exists, "
+        "then exit (3: another process builds it)" },
+    [GW_OPT_POOL] = { "pool", GW_OPTKIND_SIZE, 0, 1 << 20, GW_ARGS_POOL, S_MV, "N",
+        "take clones from a warm pool of N (started on demand; default 0: "
+        "restore directly)" },
+    [GW_OPT_POOL_DAEMON] = { "pool-daemon", GW_OPTKIND_FLAG, 0, 0, 0, S_MV, NULL,
+        "run the pool daemon (with --pool N)" },
+    [GW_OPT_POOL_BUDGET] = { "pool-budget", GW_OPTKIND_SIZE, 0, 1 << 20, GW_ARGS_POOL, S_MV,
+        "MIB", "host memory the pool's clones may use (default 4096)" },
+    [GW_OPT_POOL_IDLE] = { "pool-idle", GW_OPTKIND_SIZE, 0, 1 << 20, GW_ARGS_POOL, S_MV, "S",
+        "the daemon exits after S seconds without a hand-out (default 1800)" },
+    [GW_OPT_LISTEN_FDS] = { "listen-fds", GW_OPTKIND_STR, 0, 0, 0, S_MAIN, "A,B,C,D,E",
+        "the five ports' sockets, already listening (cellvm-launch passes them)" },
+    [GW_OPT_IDLE_PAUSE] = { "idle-pause", GW_OPTKIND_SECONDS, 0, 0, 0, S_SESS, "S",
+        "after S idle seconds save the VM to disk and stop it; the next request "
+        "resumes it (microvm)" },
+    [GW_OPT_IDLE_TIMEOUT] = { "idle-timeout", GW_OPTKIND_SECONDS, 0, 0, 0, S_SESS, "S",
+        "end the session after S idle seconds" },
+    [GW_OPT_TTL] = { "ttl", GW_OPTKIND_SECONDS, 0, 0, 0, S_SESS, "S",
+        "end the session S seconds after it started" },
+    [GW_OPT_SNAPSHOT_DIR] = { "snapshot-dir", GW_OPTKIND_STR, 0, 0, 0, S_SESS, "DIR",
+        "the snapshot store (default $CELLVM_SNAPSHOT_DIR, else "
+        "/var/lib/cellvm/snapshots as root, else $XDG_DATA_HOME/cellvm/snapshots)" },
+    [GW_OPT_FROM_SNAPSHOT] = { "from-snapshot", GW_OPTKIND_STR, 0, 0, 0, S_SESS, "NAME",
+        "start from this snapshot (also CELLVM_FROM_SNAPSHOT=NAME)" },
+    [GW_OPT_SNAPSHOT_GC] = { "snapshot-gc", GW_OPTKIND_FLAG, 0, 0, 0, S_SESS, NULL,
+        "delete snapshots beyond --snapshot-max-age and --snapshot-max-bytes "
+        "(oldest first), then exit" },
+    [GW_OPT_SNAPSHOT_MAX_AGE] = { "snapshot-max-age", GW_OPTKIND_SECONDS, 0, 0, 0, S_SESS, "S",
+        "with --snapshot-gc: delete snapshots older than S seconds" },
+    [GW_OPT_SNAPSHOT_MAX_BYTES] = { "snapshot-max-bytes", GW_OPTKIND_SIZE, 1, 1ULL << 50, 0,
+        S_SESS, "BYTES", "with --snapshot-gc: then the oldest, until the store holds at most "
+        "BYTES" },
     //  The jail (gw_jail): not in the template key, but every QEMU gets it.
-    [GW_OPT_JAIL] = { "jail", GW_OPTKIND_JAIL, 0, 0, S_VM },
-    [GW_OPT_JAIL_UID_BASE] = { "jail-uid-base", GW_OPTKIND_SIZE, 1, UINT32_MAX - 65536, S_VM },
-    [GW_OPT_CPUS] = { "cpus", GW_OPTKIND_SECONDS, 0, 0, S_VM },
+    [GW_OPT_JAIL] = { "jail", GW_OPTKIND_JAIL, 0, 0, S_VM, S_MV, "auto|on|off",
+        "QEMU in a jail: own uid, namespaces, minimal root, cgroup (default "
+        "auto: jailed when root or user namespaces allow; docs/security.md)" },
+    [GW_OPT_JAIL_UID_BASE] = { "jail-uid-base", GW_OPTKIND_SIZE, 1, UINT32_MAX - 65536, S_VM,
+        S_MV, "UID", "the jail's uids: UID..UID+1023 (default 64000)" },
+    [GW_OPT_CPUS] = { "cpus", GW_OPTKIND_SECONDS, 0, 0, S_VM, S_MV, "N",
+        "each VM's host CPU time, in CPUs (cgroup cpu.max; e.g. 0.5)" },
     //  Jupyter protocol 5.3 (default) or 5.5: XPUB IOPub with iopub_welcome.
-    [GW_OPT_PROTOCOL] = { "protocol", GW_OPTKIND_STR, 0, 0, 0 },
+    [GW_OPT_PROTOCOL] = { "protocol", GW_OPTKIND_STR, 0, 0, 0, S_MAIN, "5.3|5.5",
+        "Jupyter protocol (default 5.3; 5.5: XPUB IOPub that sends "
+        "iopub_welcome, supported_features in kernel_info_reply)" },
     //  cellvm-notebook: the launch folder copied into the VM's /notebook (gw_share).
-    [GW_OPT_SHARE_CWD] = { "share-cwd", GW_OPTKIND_FLAG, 0, 0, 0 },
-    [GW_OPT_SHARE_MAX] = { "share-max", GW_OPTKIND_SIZE, 1, 1ULL << 32, 0 },
+    [GW_OPT_SHARE_CWD] = { "share-cwd", GW_OPTKIND_FLAG, 0, 0, 0, S_MV, NULL,
+        "copy the launch folder into the VM's /notebook (read-only), the "
+        "kernel's working directory (cellvm-notebook)" },
+    [GW_OPT_SHARE_MAX] = { "share-max", GW_OPTKIND_SIZE, 1, 1ULL << 32, 0, S_MV, "BYTES",
+        "at most this much of it (default 64M)" },
     //  Privilege separation (gw_priv): as root, run as this user; only the jail stays root.
-    [GW_OPT_USER] = { "user", GW_OPTKIND_STR, 0, 0, 0 },
+    [GW_OPT_USER] = { "user", GW_OPTKIND_STR, 0, 0, 0, S_MV, "NAME",
+        "as root: run as NAME, a root helper only jails QEMU" },
     //  The cgroup's io.max on the run dir's disk (both children run VMs too).
-    [GW_OPT_DISK_BPS] = { "disk-bps", GW_OPTKIND_SIZE, 4096, 1ULL << 40, S_VM },
-    [GW_OPT_DISK_IOPS] = { "disk-iops", GW_OPTKIND_SIZE, 1, 1ULL << 24, S_VM },
-    [GW_OPT_HELP] = { "help", GW_OPTKIND_FLAG, 0, 0, 0 },
+    [GW_OPT_DISK_BPS] = { "disk-bps", GW_OPTKIND_SIZE, 4096, 1ULL << 40, S_VM, S_MV, "BYTES",
+        "each VM's disk bytes per second, per direction (cgroup io.max)" },
+    [GW_OPT_DISK_IOPS] = { "disk-iops", GW_OPTKIND_SIZE, 1, 1ULL << 24, S_VM, S_MV, "N",
+        "each VM's disk operations per second, per direction (cgroup io.max)" },
+    [GW_OPT_HELP] = { "help", GW_OPTKIND_FLAG, 0, 0, 0, S_MAIN, NULL, "print this and exit" },
 };
 
 const gw_opt_t *
@@ -69,84 +130,56 @@ gw_args_table (void)
     return s_table;
 }
 
-static void s_usage_vm (FILE *out);
-static void s_usage_sessions (FILE *out);
+//  The length of text's next line: at most S_HELP_WIDTH, cut at a space
+//  (a longer word goes whole).
+static size_t
+s_help_line (const char *text)
+{
+    size_t len = strlen (text), cut = S_HELP_WIDTH;
+    if (len <= S_HELP_WIDTH)
+        return len;
+    while (cut > 0 && text [cut] != ' ')
+        cut--;
+    return cut ? cut : strcspn (text, " ");
+}
+
+//  One option: "--name ARG", then its help in a column, wrapped.
+static void
+s_usage_option (FILE *out, const gw_opt_t *o)
+{
+    int n = fprintf (out, "  --%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+    if (n >= S_HELP_COLUMN - 1)
+        n = fprintf (out, "\n") - 1;           //  too wide: its help on the next line
+    for (const char *p = o->help; *p; ) {
+        size_t len = s_help_line (p);
+        fprintf (out, "%*s%.*s\n", S_HELP_COLUMN - n, "", (int) len, p);
+        for (p += len; *p == ' '; p++)
+            ;
+        n = 0;
+    }
+}
 
 void
 gw_args_usage (FILE *out)
 {
-    fprintf (out,
-        "usage: cellvm-gateway --connection-file FILE --backend unsafe-local|microvm\n"
-        "                      [--kernel PATH] [--log-level error|warn|info|debug]\n"
-        "                      [--max-msg BYTES] [--max-frame BYTES] [--cell-timeout S]\n"
-        "\n"
-        "  --backend microvm       each session in its own microVM\n"
-        "  --backend unsafe-local  the kernel as a local child process: NO isolation\n"
-        "  --kernel PATH           kernel binary (default: cellvm-kernel beside this one)\n"
-        "  --max-msg BYTES         largest client or kernel message (default 64 MiB)\n"
-        "  --max-frame BYTES       largest channel frame (default 64 MiB)\n"
-        "  --cell-timeout S        interrupt, then restart, a cell running longer (default off)\n"
-        "  --protocol 5.3|5.5      Jupyter protocol (default 5.3; 5.5: XPUB IOPub that sends\n"
-        "                          iopub_welcome, supported_features in kernel_info_reply)\n"
-        "  --artifacts-dir DIR     where output_files are copied (default:\n"
-        "                          $XDG_DATA_HOME/cellvm/artifacts, or ~/.local/share/...)\n"
-        "  --artifact-max-file B   largest artifact copied (default 100M)\n"
-        "  --artifact-max-session B  artifact bytes per session (default 1G)\n"
-        );
-    s_usage_vm (out);
-}
-
-static void
-s_usage_vm (FILE *out)
-{
-    fprintf (out,
-        "microvm options:\n"
-        "  --image DIR             guest image (default: image/ beside this binary)\n"
-        "  --memory MIB            guest memory (default 512)\n"
-        "  --vcpus N               guest vCPUs (default 1)\n"
-        "  --disk-size BYTES       the session's /workspace disk (default 1G)\n"
-        "  --accel auto|kvm|tcg    accelerator (default auto: KVM only on real vmx/svm)\n"
-        "  --qemu PATH             QEMU binary (default qemu-system-x86_64)\n"
-        "  --share-cwd             copy the launch folder into the VM's /notebook (read-only),\n"
-        "                          the kernel's working directory (cellvm-notebook)\n"
-        "  --share-max BYTES       at most this much of it (default 64M)\n"
-        "  --run-dir DIR           where session run directories go\n"
-        "  --template-dir DIR      snapshot templates (default $CELLVM_TEMPLATE_DIR or\n"
-        "                          /var/tmp/cellvm-<uid>/templates); see docs/snapshots.md\n"
-        "  --no-templates          cold-boot every VM (no snapshot restore)\n"
-        "  --build-template        build the template for these options unless an intact\n"
-        "                          one exists, then exit (3: another process builds it)\n"
-        "  --pool N                take clones from a warm pool of N (started on demand;\n"
-        "                          default 0: restore directly)\n"
-        "  --pool-daemon           run the pool daemon (with --pool N)\n"
-        "  --pool-budget MIB       host memory the pool's clones may use (default 4096)\n"
-        "  --pool-idle S           the daemon exits after S s without a hand-out (default 1800)\n"
-        "  --jail auto|on|off      QEMU in a jail: own uid, namespaces, minimal root, cgroup\n"
-        "                          (default auto: jailed when root or user namespaces allow;\n"
-        "                          docs/security.md)\n"
-        "  --jail-uid-base UID     the jail's uids: UID..UID+1023 (default 64000)\n"
-        "  --user NAME             as root: run as NAME, a root helper only jails QEMU\n"
-        "  --cpus N                each VM's host CPU time, in CPUs (cgroup cpu.max; e.g. 0.5)\n"
-        "  --disk-bps B, --disk-iops N  each VM's disk I/O per direction (cgroup io.max)\n");
-    s_usage_sessions (out);
-}
-
-static void
-s_usage_sessions (FILE *out)
-{
-    fprintf (out,
-        "sessions that outlive a process (docs/sessions.md):\n"
-        "  --idle-pause S          after S idle seconds save the VM to disk and stop it;\n"
-        "                          the next request resumes it (microvm)\n"
-        "  --idle-timeout S        end the session after S idle seconds\n"
-        "  --ttl S                 end the session S seconds after it started\n"
-        "  --snapshot-dir DIR      the snapshot store (default $CELLVM_SNAPSHOT_DIR, else\n"
-        "                          /var/lib/cellvm/snapshots as root, else\n"
-        "                          $XDG_DATA_HOME/cellvm/snapshots)\n"
-        "  --from-snapshot NAME    start from this snapshot (also CELLVM_FROM_SNAPSHOT=NAME)\n"
-        "  --snapshot-gc           delete snapshots beyond --snapshot-max-age S and\n"
-        "                          --snapshot-max-bytes B (oldest first), then exit\n"
-        "  CELLVM_LOG_LEVEL        log level when --log-level is not given (default info)\n");
+    static const char *const heads [] = {
+        [GW_ARGS_HELP_MAIN] = "",
+        [GW_ARGS_HELP_MICROVM] = "\nmicrovm options:\n",
+        [GW_ARGS_HELP_SESSIONS] = "\nsessions that outlive a process (docs/sessions.md):\n",
+    };
+    fprintf (out, "usage: cellvm-gateway --connection-file FILE --backend microvm|unsafe-local\n"
+             "                      [OPTION...]\n\n");
+    for (gw_args_help_t group = GW_ARGS_HELP_MAIN; group <= GW_ARGS_HELP_SESSIONS; group++) {
+        fputs (heads [group], out);
+        for (int id = 0; id < GW_OPT_COUNT; id++)
+            if (s_table [id].group == group)
+                s_usage_option (out, &s_table [id]);
+    }
+    fprintf (out, "\nand, as ipykernel takes them:\n"
+             "  --Class.trait=value     one of IPython's shell (InteractiveShell and its\n"
+             "                          configurables) goes to the kernel; others are ignored\n"
+             "\nenvironment:\n"
+             "  CELLVM_LOG_LEVEL        the log level when --log-level is not given\n");
 }
 
 //  ==========================================================================

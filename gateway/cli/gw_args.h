@@ -1,5 +1,5 @@
-/*  gw_args - cellvm-gateway's options: one table, parsed once, and the
-    argv of the children the gateway starts from it.
+/*  gw_args - cellvm-gateway's options: one table, parsed once, printed by
+    --help, and the argv of the children the gateway starts from it.
 
     The gateway starts two kinds of children with its own VM options: the
     background template builder (--build-template) and the pool daemon
@@ -49,11 +49,17 @@ typedef enum {
     GW_OPTKIND_JAIL                             //  auto, on or off
 } gw_opt_kind_t;
 
+//  Which part of --help an option is listed in.
+typedef enum { GW_ARGS_HELP_MAIN, GW_ARGS_HELP_MICROVM, GW_ARGS_HELP_SESSIONS } gw_args_help_t;
+
 typedef struct {
     const char *name;                           //  without the leading --
     gw_opt_kind_t kind;
     unsigned long long min, max;                //  GW_OPTKIND_SIZE: the range
     unsigned inherit;                           //  GW_ARGS_BUILDER | GW_ARGS_POOL
+    gw_args_help_t group;
+    const char *arg;                            //  its value in --help; NULL for a flag
+    const char *help;                           //  what it does, one line (--help wraps it)
 } gw_opt_t;
 
 #define GW_ARGS_MAX_TRAITS 32
@@ -92,6 +98,8 @@ int gw_args_parse (gw_args_t *args, int argc, char **argv);
 //  Was the option given?
 bool gw_args_has (const gw_args_t *args, gw_opt_id_t id);
 
+//  --help: every option of the table, each with its value and help, part by
+//  part; then the traitlets form and the environment.
 void gw_args_usage (FILE *out);
 
 //  name in the directory of this executable, into out.

@@ -1,8 +1,9 @@
 /*  cellvm-gateway - a Jupyter kernel front for kernels that run elsewhere.
 
-    cellvm-gateway --connection-file FILE --backend unsafe-local|microvm
-                   [--kernel PATH] [--log-level L] [--max-msg BYTES]
-                   [--max-frame BYTES] [--cell-timeout S]
+    cellvm-gateway --connection-file FILE --backend microvm|unsafe-local [OPTION...]
+
+    `cellvm-gateway --help` lists every option: it prints gw_args' table, the
+    one place an option is declared, with its value and what it does.
 
     Process-wide concerns live here and only here: arguments (gw_args),
     logging level, signal dispositions, standard fds. Signals are taken

@@ -1,7 +1,7 @@
-/*  test_gw_args - the option table, and the argv of the children the
-    gateway starts (the template builder, the pool daemon): everything that
-    keys a template reaches them as the user wrote it, and nothing of one
-    session does.
+/*  test_gw_args - the option table, --help printed from it, and the argv
+    of the children the gateway starts (the template builder, the pool
+    daemon): everything that keys a template reaches them as the user wrote
+    it, and nothing of one session does.
 */
 #include <errno.h>
 #include <limits.h>
@@ -247,6 +247,73 @@ test_parse_accepts_traitlets_options (void **state)
     }
 }
 
+//  A value the parser takes for option id, by its kind; NULL for a flag.
+static const char *
+s_any_value (int id, char *buf, size_t cap)
+{
+    const gw_opt_t *o = &gw_args_table () [id];
+    switch (o->kind) {
+        case GW_OPTKIND_FLAG: return NULL;
+        case GW_OPTKIND_SIZE: snprintf (buf, cap, "%llu", o->min); return buf;
+        case GW_OPTKIND_SECONDS: return "1";
+        case GW_OPTKIND_ACCEL: return "tcg";
+        case GW_OPTKIND_JAIL: return "off";
+        default: return id == GW_OPT_PROTOCOL ? "5.5" : "x";
+    }
+}
+
+//  The table's id of the option --name (name len bytes long), or -1.
+static int
+s_lookup (const char *name, size_t len)
+{
+    for (int id = 0; id < GW_OPT_COUNT; id++)
+        if (strlen (gw_args_table () [id].name) == len
+        &&  strncmp (gw_args_table () [id].name, name, len) == 0)
+            return id;
+    return -1;
+}
+
+//  --help comes from the table: every option the parser takes has its line
+//  (name, value, help), and every --option the text names is one it takes.
+static void
+test_help_lists_every_option_and_only_those (void **state)
+{
+    (void) state;
+    char *text = NULL, name [64], line [128], buf [32];
+    size_t len = 0;
+    FILE *out = open_memstream (&text, &len);
+    assert_non_null (out);
+    gw_args_usage (out);
+    fclose (out);
+    gw_args_t a;
+    for (int id = 0; id < GW_OPT_COUNT; id++) {
+        const gw_opt_t *o = &gw_args_table () [id];
+        const char *val = s_any_value (id, buf, sizeof buf);
+        snprintf (name, sizeof name, "--%s", o->name);
+        char *argv [] = { "gw", name, (char *) val, NULL };
+        assert_int_equal (gw_args_parse (&a, val ? 3 : 2, argv), id == GW_OPT_HELP ? 1 : 0);
+        snprintf (line, sizeof line, "\n  %s%s%s", name, o->arg ? " " : "", o->arg ? o->arg : "");
+        const char *at = strstr (text, line);
+        size_t end = at ? (size_t) (at - text) + strlen (line) : 0;
+        if (!at || (text [end] != ' ' && text [end] != '\n'))
+            fail_msg ("--help has no line for %s", name);
+        assert_true (o->help && strlen (o->help) > 8);
+        char first [24];                        //  the start of its help follows
+        snprintf (first, sizeof first, "%.20s", o->help);
+        assert_non_null (strstr (text + end, first));
+    }
+    for (const char *p = text; (p = strstr (p, "--")); ) {
+        p += 2;
+        size_t n = strspn (p, "abcdefghijklmnopqrstuvwxyz0123456789-");
+        if (n && s_lookup (p, n) < 0)
+            fail_msg ("--help names --%.*s, which the parser does not take", (int) n, p);
+        p += n;
+    }
+    assert_non_null (strstr (text, "-f FILE"));     //  getopt's short form of --connection-file
+    assert_non_null (strstr (text, "--Class.trait=value"));
+    free (text);
+}
+
 int
 main (void)
 {
@@ -257,6 +324,7 @@ main (void)
         S_TEST (test_child_argv_round_trips_and_leaves_the_session_out),
         cmocka_unit_test (test_parse_checks_values),
         cmocka_unit_test (test_parse_accepts_traitlets_options),
+        cmocka_unit_test (test_help_lists_every_option_and_only_those),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
