@@ -1,5 +1,5 @@
 /*  gw_microvm_watch - the microvm backend's guard against a frozen or
-    hostile guest (issue 14, items 2 and 3; docs/security.md): init is
+    hostile guest (docs/security.md, "Hostile and frozen guests"): init is
     pinged, what init sends unasked is counted, its file replies are
     checked, the console is capped (gw_watch). A VM that fails any of it
     is stopped, and the reap says why; the session then starts a new one.

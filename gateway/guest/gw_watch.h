@@ -1,5 +1,7 @@
-/*  gw_watch - a frozen or runaway guest is noticed in bounded time
-    (issue 14, items 2 and 3; docs/security.md).
+/*  gw_watch - a frozen or runaway guest is noticed in bounded time, so a
+    session never hangs on a VM that stopped answering, nor fills the host
+    for one that will not stop talking (docs/security.md, "Hostile and
+    frozen guests").
 
     One gw_watch_t per session VM, driven by the microvm backend's tick:
     - init is asked for its status (a ping) every few seconds while nothing

@@ -470,7 +470,8 @@ s_try_reap (gw_session_t *self, int64_t now)
 }
 
 //  A kernel that stopped reading its channel, or stopped mid-message, is
-//  stopped (issue 14, item 3): its channel says how long (gw_chan_stalled).
+//  stopped as a frozen guest is, or every request after it would wait for
+//  ever: its channel says how long (gw_chan_stalled).
 static void
 s_check_stall (gw_session_t *self)
 {

@@ -64,7 +64,8 @@ gw_session__file_request (gw_session_t *self, ch_msg_t *msg, gw_frames_t **ids_p
 //  violation into self->why (the kernel is then stopped).
 
 //  The gateway never sends a kernel bad input, so a kernel's protocol_error
-//  notices are rare; past this many it floods the log (issue 14, item 2).
+//  notices are rare; past this many they are a flood (each is a log line),
+//  and the kernel is stopped: nothing a guest sends is taken without a cap.
 #define S_MAX_NOTICES 100
 
 static int

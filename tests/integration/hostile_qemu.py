@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""hostile_qemu - a test-only stand-in for qemu-system-x86_64 (issue 14, items 2 and 3).
+"""hostile_qemu - a test-only stand-in for qemu-system-x86_64: a guest that misbehaves on purpose
+(docs/security.md, "Hostile and frozen guests").
 
 The gateway runs it as `--qemu PATH` (with `--jail off --no-templates`: it is a Python script,
 which the jail's minimal root cannot run, and it cannot restore a snapshot). It reads the argv

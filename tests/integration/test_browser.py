@@ -1,5 +1,4 @@
-"""A real browser on the classic Notebook (issue 13, item 5; README "Classic Notebook in a
-browser").
+"""A real browser on the classic Notebook (README "Classic Notebook in a browser").
 
 One Debian Notebook 6.4 server per module (`/usr/bin/python3 -m notebook`, a free port, a random
 token, a temporary copy of notebooks/ as its notebook dir, JUPYTER_PATH with the build's

@@ -1,5 +1,5 @@
-"""Comms both ways, and ipywidgets through them (issue 13, items 1 and 6; docs/kernel.md
-"Comms"), as a Jupyter client sees them through the gateway, on both backends.
+"""Comms both ways, and ipywidgets through them (docs/kernel.md "Comms"), as a Jupyter client
+sees them through the gateway, on both backends.
 
 - a widget a cell makes and displays opens its comm (comm_open, target jupyter.widget) and
   shows a display_data of the widget-view MIME type naming that comm;

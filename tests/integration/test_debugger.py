@@ -1,4 +1,4 @@
-"""The debugger (issue 13, item 2; docs/kernel.md "Debugger"): debug_request/debug_reply on
+"""The debugger (docs/kernel.md "Debugger"): debug_request/debug_reply on
 control and debug_event on iopub, through debugpy's pydevd in the kernel, driven as
 JupyterLab's debugger drives ipykernel's, through the gateway, on both backends.
 

@@ -1,5 +1,5 @@
-"""Environment variables a client means for the kernel (issue 13, item 6; docs/gateway.md
-"Environment"), on both backends.
+"""Environment variables a client means for the kernel (docs/gateway.md "Environment"), on both
+backends.
 
 A client passes CELLVM_ENV_<NAME>=value (start_kernel(env=...), or a kernelspec's env); the
 kernel's os.environ has NAME=value before the first cell, and again after a restart. A name
@@ -72,7 +72,7 @@ def test_a_runner_passing_ipython_options_gets_a_kernel(backend):
     """nbclient and other runners pass IPython's options (KernelManager's extra_arguments, as
     --Class.trait=value): the gateway accepts them, the kernel's shell applies IPython's (here
     ast_node_interactivity=all: every expression of a cell is displayed), and one warning names
-    the others (ipykernel's app options mean nothing here) (issue 13, item 6)."""
+    the others (ipykernel's app options mean nothing here)."""
     from sessions import Session
     s = Session(BACKENDS[backend], name=f"traits-{backend}")
     try:
@@ -97,8 +97,8 @@ def test_a_runner_passing_ipython_options_gets_a_kernel(backend):
 @pytest.mark.parametrize("backend", list(BACKENDS))
 def test_a_clean_session_writes_nothing_to_stderr(backend):
     """By default the gateway logs warnings and errors only, as ipykernel is silent when
-    nothing is wrong: a session that starts, runs a cell, restarts and shuts down writes no line
-    (issue 13, item 6). The tests' own gateways log at info (conftest.py)."""
+    nothing is wrong: a session that starts, runs a cell, restarts and shuts down writes no line.
+    The tests' own gateways log at info (conftest.py)."""
     from sessions import Session
     s = Session(BACKENDS[backend], name=f"quiet-{backend}", env={"CELLVM_LOG_LEVEL": ""})
     try:

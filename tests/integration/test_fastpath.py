@@ -1,4 +1,4 @@
-"""The kernel's fast paths give what IPython gives (issue 11, item 3; docs/kernel.md "A cheaper cell").
+"""The kernel's fast paths give what IPython gives (docs/kernel.md "A cheaper cell").
 
 kernel/py/cellvm_fast.py cuts costs of every cell under TCG:
 - `_plain_transforms`: transform_cell returns a cell that none of IPython's static transformations

@@ -1,4 +1,4 @@
-"""Files in and out of a session (docs/files.md, issue 4), through both backends.
+"""Files in and out of a session (docs/files.md), through both backends.
 
 - cellvm_put_request writes into the session's workspace and a cell reads the bytes back;
 - cellvm_get_request returns exact bytes, with size and sha256;

@@ -1,4 +1,4 @@
-"""The first use is as fast as the second (issue 11, item 4; docs/kernel.md, docs/snapshots.md).
+"""The first use is as fast as the second (docs/kernel.md, docs/snapshots.md).
 
 On the `cellvm` kernelspec (microvm, restored from the snapshot template), each case in a FRESH
 session, as a notebook user meets it:

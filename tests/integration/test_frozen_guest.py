@@ -1,5 +1,5 @@
-"""Issue 14, item 3: a frozen or runaway guest is detected in bounded time, explained, and the
-session goes on with a new kernel or VM.
+"""A frozen or runaway guest is detected in bounded time, explained, and the session goes on with
+a new kernel or VM (docs/security.md, "Hostile and frozen guests").
 
 - QEMU stopped with SIGSTOP (the fake VM of hostile_qemu.py, and a real microVM): the gateway's
   pings of init go unanswered for CELLVM_STALL_MS, it stops the VM, the running cell's error

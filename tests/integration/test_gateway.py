@@ -1,4 +1,4 @@
-"""cellvm-gateway acceptance tests (issues 3 and 4), driven the way Jupyter drives a kernel.
+"""cellvm-gateway acceptance tests, driven the way Jupyter drives a kernel.
 
 Three kinds of kernel sit behind the gateway:
 
@@ -145,10 +145,11 @@ def collect_until_idle(kc, msg_id, timeout=TIMEOUT):
 
 # --------------------------------------------------------------------------
 # KernelManager: the way JupyterLab, nbclient and agents start a kernel. The lifecycle tests
-# of issue 3 run behind the fake kernel (the gateway alone) and through both backends'
-# kernelspecs. The microVM kernel is shared by the tests in this section (a cold VM takes
-# ~14 s under TCG): in file order, interrupt (its first error), kill (the kernel is restarted
-# inside the same VM), bad input, restart (a new gateway and VM), shutdown (the end of it).
+# (interrupt, kill, restart, shutdown) run behind the fake kernel (the gateway alone) and
+# through both backends' kernelspecs. The microVM kernel is shared by the tests in this
+# section (a cold VM takes ~14 s under TCG): in file order, interrupt (its first error), kill
+# (the kernel is restarted inside the same VM), bad input, restart (a new gateway and VM),
+# shutdown (the end of it).
 # A shared kernel that stopped answering is replaced before the next test.
 
 @pytest.fixture(scope="module")

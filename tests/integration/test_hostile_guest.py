@@ -1,4 +1,5 @@
-"""Issue 14, item 2: every byte from a guest is capped and validated.
+"""Every byte from a guest is capped and validated (docs/security.md, "Hostile and frozen
+guests"): a compromised guest must not crash, stall or exhaust the gateway.
 
 The guest is tests/integration/hostile_qemu.py (guesthelpers.py says how its sessions are made):
 a fake QEMU that plays init and the kernel well enough for a session to run cells, then, on a

@@ -1,6 +1,6 @@
-"""The isolation proof (issue 4): ten probes, each run from a cell in a microVM session. This
-module has the read-only probes of one session (1-4, 9); test_isolation_more.py has the probes
-that need two sessions or break one (5-8, 10). What both use (the file-system search, booting
+"""The isolation proof (docs/security.md): ten probes, each run from a cell in a microVM session.
+This module has the read-only probes of one session (1-4, 9); test_isolation_more.py has the
+probes that need two sessions or break one (5-8, 10). What both use (the file-system search, booting
 the sessions) is in isohelpers.py.
 
 Every probe asserts the negative in the guest AND shows that the very same probe code finds what it

@@ -1,4 +1,4 @@
-"""The isolation proof (issue 4), continued from test_isolation.py (whose docstring says what
+"""The isolation proof, continued from test_isolation.py (whose docstring says what
 every probe shows): the probes that need two sessions or break one, 5-8 and 10.
 
 Three sessions are shared by the module (booted at once, to keep the runtime down):

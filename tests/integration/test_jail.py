@@ -1,4 +1,4 @@
-"""The jailer around every QEMU (issue 14, docs/security.md), on the microvm backend.
+"""The jailer around every QEMU (docs/security.md), on the microvm backend.
 
 Each probe first runs against a control gateway started with `--jail off` and shows that it
 finds what it looks for there (QEMU is root, shares the gateway's namespaces, sees the host's

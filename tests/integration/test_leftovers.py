@@ -1,4 +1,5 @@
-"""No VM, socket or disk layer outlives its session (issue 4).
+"""No VM, socket or disk layer outlives its session: a host that runs sessions for months must
+not fill up with what they left.
 
 Sessions are started through KernelManager with the `cellvm` kernelspec. What a gateway could
 leave on the host: a qemu-system process, its run dir `BASE/vm-<gateway pid>-*` (docs/vm.md), the

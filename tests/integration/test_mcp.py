@@ -33,7 +33,8 @@ def _built():
 
 @pytest.mark.slow
 def test_sdk_client_acceptance():
-    """Issue 12's MCP acceptance list, item by item, with @modelcontextprotocol/sdk."""
+    """What cellvm-mcp promises (docs/mcp.md), one test each in tests/mcp/acceptance.test.mjs,
+    through @modelcontextprotocol/sdk's own client."""
     if not (NODE_DIR / "node_modules" / "@modelcontextprotocol" / "sdk").exists():
         pytest.fail("tests/mcp/node_modules is missing: run scripts/deps.sh")
     env = dict(os.environ, CELLVM_MCP=str(MCP))

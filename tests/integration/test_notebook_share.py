@@ -1,4 +1,4 @@
-"""The `cellvm-notebook` kernelspec (issue 13, item 6; docs/files.md, "The notebook's folder"):
+"""The `cellvm-notebook` kernelspec (docs/files.md, "The notebook's folder"):
 the folder Jupyter starts the kernel in is copied into the VM's /notebook, read-only, and is the
 kernel's working directory; nothing else of the host is.
 

@@ -1,5 +1,5 @@
 """Execute every notebook in notebooks/ with nbclient through each backend's kernelspec
-(`cellvm-unsafe-local` and the microvm `cellvm`) and check what came out (issues 3 and 4).
+(`cellvm-unsafe-local` and the microvm `cellvm`) and check what came out.
 
 Each notebook gets a fresh kernel, a sessions.Session whose KernelManager is handed to
 nbclient's NotebookClient(km=...), so this module knows every pid it started and kills them. With

@@ -1,4 +1,4 @@
-"""Output coalescing keeps the guarantees (issue 11; docs/channel.md "Ordering guarantees"):
+"""Output coalescing keeps the guarantees (docs/channel.md "Ordering guarantees"):
 every byte a cell prints reaches the client, in order, in few stream messages; stdout comes
 before a later display, error, input prompt or reply; stdout/stderr keep their interleaving;
 a child process's output lands between the prints around it; a slow loop still streams.

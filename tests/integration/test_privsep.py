@@ -1,4 +1,4 @@
-"""Privilege separation (issue 14, docs/security.md): a gateway started as root with
+"""Privilege separation (docs/security.md): a gateway started as root with
 `--user NAME` runs as that user, and only a small helper (`cellvm-privd`) stays root, to jail
 QEMU. On the microvm backend, as root.
 

@@ -1,4 +1,4 @@
-"""The gateway's reactor never waits (issue 9, docs/gateway.md "The reactor").
+"""The gateway's reactor never waits (docs/gateway.md "The reactor").
 
 While the gateway moves a 256 MiB cellvm_put into the session, and while it copies 500 MiB of a
 cell's output_files out, a running cell's output keeps streaming, an interrupt_request takes

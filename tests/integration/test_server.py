@@ -1,4 +1,4 @@
-"""cellvm behind Jupyter Server, over REST + WebSocket (issue 12, docs/remote.md).
+"""cellvm behind Jupyter Server, over REST + WebSocket (docs/remote.md).
 
 `scripts/serve.sh` (what `make serve` runs) is started on a free port per module and driven the
 way remote clients drive it: `POST /api/kernels`, Jupyter's JSON messages on

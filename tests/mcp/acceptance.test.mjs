@@ -3,8 +3,8 @@
 //   CELLVM_MCP=build/cellvm-mcp node --test tests/mcp/acceptance.test.mjs
 //
 // The server is started as examples/cellvm-mcp.json says (its command replaced by
-// $CELLVM_MCP, its args extended by $CELLVM_MCP_ARGS, a JSON array). Each test names the
-// item of issue 12's acceptance list it covers.
+// $CELLVM_MCP, its args extended by $CELLVM_MCP_ARGS, a JSON array). Each test names one
+// thing cellvm-mcp promises an agent (docs/mcp.md).
 import { strict as assert } from 'node:assert';
 import { readFileSync, readdirSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';

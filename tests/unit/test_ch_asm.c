@@ -117,7 +117,8 @@ test_ch_asm_drops_an_oversize_message_and_keeps_the_stream (void **state)
 }
 
 //  max_json: an envelope frame over it breaks the stream at its header,
-//  before its body is read (issue 14, item 2); buffers may still be larger.
+//  before its body is read, so a hostile peer cannot make us hold it;
+//  buffers may still be larger.
 static void
 test_ch_asm_caps_the_json_frame_before_reading_it (void **state)
 {

@@ -1,4 +1,4 @@
-/*  test_gw_priv - privilege separation (issue 14): the request codec, and
+/*  test_gw_priv - privilege separation (docs/security.md): the request codec, and
     the helper's checks against a compromised gateway. The helper runs for
     real in a child, over a socketpair, as these tests do (root).
 */

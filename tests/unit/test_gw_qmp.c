@@ -239,7 +239,8 @@ test_gw_qmp_bounds_the_line_length (void **state)
 }
 
 //  A QEMU that floods events and replies to commands never sent cannot keep
-//  a command waiting past its deadline (issue 14, item 2): the socket is
+//  a command waiting past its deadline (a QEMU the guest took over is
+//  hostile too): the socket is
 //  filled with far more than can be read before a 1 ms deadline, and the
 //  command gives up without reading it all.
 static void

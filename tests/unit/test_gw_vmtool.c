@@ -1,4 +1,5 @@
-/*  test_gw_vmtool - qemu-img runs in a tool jail (issue 14): this binary
+/*  test_gw_vmtool - qemu-img, which parses layers a possibly compromised
+    QEMU wrote, runs in a tool jail (docs/security.md): this binary
     runs itself as the "qemu-img" (argv [1] "probe") through
     gw_vm_run_qemu_img, and the probe reports what it can see and do into
     qemu.log. The control: the same with --jail off. Needs root.

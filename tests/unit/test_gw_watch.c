@@ -1,5 +1,6 @@
 /*  test_gw_watch - pings, unasked-for messages and the console cap of a
-    session VM (issue 14, items 2 and 3). CELLVM_STALL_MS is 1000 and
+    session VM (docs/security.md, "Hostile and frozen guests").
+    CELLVM_STALL_MS is 1000 and
     CELLVM_CONSOLE_MAX 65536 here (set before the first use).
 */
 #include <stdarg.h>
