@@ -57,7 +57,7 @@ KERNELSPECS := $(B)/share/jupyter/kernels/cellvm/kernel.json \
 
 DEPS_STAMP := build/.deps-ok
 
-.PHONY: sizes all deps kernel gateway init test test-fast test-fresh unit integration layers check fuzz bench run serve install clean kernelspecs image template
+.PHONY: sizes all deps kernel gateway init test test-fast test-fresh unit integration layers contracts check fuzz bench run serve install clean kernelspecs image template
 all: $(DEPS_STAMP) kernel gateway init kernelspecs $(B)/cellvm
 
 $(DEPS_STAMP): scripts/deps.sh
@@ -162,12 +162,20 @@ integration: all template $(B)/tests/test_gw_vm_boot
 GW_PROG_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard gateway/programs/*.c))
 layers: $(GW_OBJ) $(GW_PROG_OBJ)
 	$(PYTHON) scripts/layers.py --objs $(B)/obj/gateway
-	LAYERS_OBJS=$(abspath $(B))/obj/gateway $(PYTHON) -m pytest -q -p no:cacheprovider tests/scripts
+	LAYERS_OBJS=$(abspath $(B))/obj/gateway $(PYTHON) -m pytest -q -p no:cacheprovider \
+	  tests/scripts/test_layers.py
 
-test: all layers unit integration
+# What headers promise (scripts/contracts.py, read from the sources): every public function has
+# a caller outside its own file, one class per header, no comment cites a tracker; then the
+# check's own test.
+contracts:
+	$(PYTHON) scripts/contracts.py
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/scripts/test_contracts.py
+
+test: all layers contracts unit integration
 
 # A developer's loop (docs/testing.md): everything but the integration tests marked slow.
-test-fast: all layers unit template $(B)/tests/test_gw_vm_boot
+test-fast: all layers contracts unit template $(B)/tests/test_gw_vm_boot
 	$(INTEGRATION) -m "not slow" $(PYTEST_ARGS)
 
 # `make test` as a new machine and a background launcher run it: an empty HOME, SIGINT ignored,
