@@ -4,8 +4,8 @@
     Nothing here blocks the reactor: gw_init_send queues (gw_init_flush
     writes more when the fd is writable, as gw_init_wants_write asks), and
     gw_init_pump reads what is there. Drivers off the reactor (the template
-    builder, the pool's holder) may wait: gw_init_call and gw_init_wait do,
-    with a deadline, keeping any notice that arrives meanwhile.
+    builder, the pool's holder) may wait: gw_init_call does, with a
+    deadline, keeping any notice that arrives meanwhile.
 
     The guest is untrusted: every message is capped (GW_INIT_MAX_MSG, JSON
     and buffers together; a bigger one is a broken stream, -EPROTO),
@@ -54,7 +54,7 @@ int gw_init_flush (gw_init_t *self);
 //  Let gw_init_pump read at most this many more bytes from the fd (then it
 //  returns -EAGAIN while the rest waits in the fd, so a poll on it wakes up
 //  again): the reactor's turn stays short however fast init writes. 0: no
-//  limit (the default; gw_init_wait and gw_init_call set it).
+//  limit (the default; gw_init_call sets it).
 void gw_init_set_budget (gw_init_t *self, size_t bytes);
 
 //  Read what is there. Returns 0 and *msg_p for each complete message (call
