@@ -880,6 +880,15 @@ def store_tree(store):
     return out
 
 
+def _kernel_info_ok(s, timeout):
+    """A kernel_info round trip answered with status ok (False: an error, or no answer)."""
+    try:
+        r = s.kc.kernel_info(reply=True, timeout=timeout)
+    except (TimeoutError, queue.Empty):
+        return False
+    return r["content"].get("status") == "ok"
+
+
 def wait_ready_or_exit(s, timeout=READY_TIMEOUT):
     """Wait until the session answers (True) or its gateway exits (False)."""
     deadline = time.monotonic() + timeout
@@ -891,6 +900,15 @@ def wait_ready_or_exit(s, timeout=READY_TIMEOUT):
         except RuntimeError:
             if s.proc is not None and s.proc.poll() is not None:
                 return False
+            continue
+        # jupyter_client's wait_for_ready takes any kernel_info_reply, and a gateway that gives
+        # up answers the pending one with status error (KernelStartFailed), then exits.
+        if not _kernel_info_ok(s, timeout=min(10, max(1, deadline - time.monotonic()))):
+            if s.proc is not None:
+                try:
+                    s.proc.wait(timeout=max(1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
             continue
         s.track()
         return True
