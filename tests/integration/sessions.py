@@ -57,6 +57,9 @@ IMAGE_FILES = ("vmlinux", "initrd.img", "rootfs.ext4")
 # once in some modules, on 2 busy cores: READY_TIMEOUT is for a session (or a VM) to answer at all.
 # TIMEOUT is for anything else to happen: a cell to finish, a reply, a process to appear.
 READY_TIMEOUT = 240
+# How much slower than a plain build this one is: `make check` (ASan+UBSan) sets
+# CELLVM_TIMING_SCALE; a test's bound on how fast something happens is multiplied by it.
+TIMING_SCALE = float(os.environ.get("CELLVM_TIMING_SCALE", "1"))
 TIMEOUT = 120
 
 BACKENDS = {"unsafe-local": "cellvm-unsafe-local", "microvm": "cellvm"}

@@ -26,7 +26,7 @@ import pytest
 import zmq
 
 from isohelpers import P_FIND, P_HEAD, booted, call, rev_hex
-from sessions import READY_TIMEOUT, alive, qemu_run_dir
+from sessions import READY_TIMEOUT, TIMING_SCALE, alive, qemu_run_dir
 
 T_DISK = 256 << 20          # the torture session's /workspace disk
 T_MEMORY_MIB = 384
@@ -71,7 +71,7 @@ def heartbeat(session, timeout=2.0):
 
 
 def kernel_info(session, timeout=10):
-    rep = session.control("kernel_info_request", timeout=timeout)
+    rep = session.control("kernel_info_request", timeout=timeout * TIMING_SCALE)
     assert rep["content"]["status"] == "ok", rep["content"]
     return rep
 

@@ -17,7 +17,7 @@ import time
 import pytest
 import zmq
 
-from sessions import BACKENDS, Session
+from sessions import BACKENDS, TIMING_SCALE, Session
 
 MIB = 1 << 20
 LOOP = ("import time\n"
@@ -33,7 +33,7 @@ WRITE_500 = ("import os\n"
              "            f.write(block)\n")
 # make check runs this against an ASan+UBSan gateway, whose allocator alone makes big buffers
 # several times slower: it sets CELLVM_TIMING_SCALE (and a looser watchdog) for that build only.
-LIMIT_S = 1.0 * float(os.environ.get("CELLVM_TIMING_SCALE", "1"))
+LIMIT_S = 1.0 * TIMING_SCALE
 
 
 @pytest.fixture(scope="module", params=list(BACKENDS))
