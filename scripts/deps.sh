@@ -14,6 +14,8 @@ PKGS=(
   # test and client tooling (run with /usr/bin/python3)
   python3-jupyter-client python3-ipykernel python3-nbclient python3-nbformat
   python3-jupyter-kernel-test python3-pytest python3-pytest-xdist python3-psutil
+  # nbclient's own tests, run by scripts/peer-suite.sh: what they import
+  python3-testpath python3-xmltodict python3-nbconvert
   # make serve and its test (docs/remote.md): Jupyter Server, a WebSocket client
   python3-jupyter-server python3-websocket
   # the browser test (tests/integration/test_browser.py): classic Notebook in headless Chromium

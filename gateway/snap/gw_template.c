@@ -381,15 +381,35 @@ s_random (uint8_t *buf, size_t n)
     return 0;
 }
 
+static json_t *
+s_host_time (void)
+{
+    struct timespec now;
+    clock_gettime (CLOCK_REALTIME, &now);
+    return json_pack ("{s:f}", "time", (double) now.tv_sec + now.tv_nsec / 1e9);
+}
+
+//  The hello's time is late when init sets it: a guest just restored is cold under TCG (tens
+//  of ms), and a hello resent after 250 ms carries the first one's time. Set the clock once
+//  more now that init's path is warm. 0 and *adjusted_p (how far it moved), or -errno + err.
+static int
+s_resync_clock (gw_drive_t *drive, double *adjusted_p, char *err, size_t errlen)
+{
+    json_t *c = s_host_time (), *reply = NULL;
+    int rc = gw_drive_init_request (drive, "set_time_request", c, &reply, err, errlen);
+    *adjusted_p = json_number_value (json_object_get (reply, "adjusted_s"));
+    json_decref (c);
+    json_decref (reply);
+    return rc;
+}
+
 //  Init's reseed: a hello carrying 64 random bytes and the host's clock.
 static int
 s_reseed_init (gw_drive_t *drive, char *err, size_t errlen)
 {
     uint8_t pool [64];
-    struct timespec now;
-    clock_gettime (CLOCK_REALTIME, &now);
-    json_t *extra = json_pack ("{s:f}", "time", (double) now.tv_sec + now.tv_nsec / 1e9);
-    json_t *reply = NULL;
+    json_t *extra = s_host_time (), *reply = NULL;
+    double resync = 0;
     int rc = s_random (pool, sizeof pool);
     if (rc == 0)
         rc = gw_drive_init_hello (drive, extra, pool, sizeof pool, &reply, err, errlen);
@@ -400,8 +420,11 @@ s_reseed_init (gw_drive_t *drive, char *err, size_t errlen)
         rc = -EPROTO;
     }
     if (rc == 0)
-        gw_log (GW_LOG_INFO, "vm.reseeded", "entropy_bytes=%lld clock_adjusted_s=%.3f",
-                (long long) credited, json_number_value (json_object_get (reply, "adjusted_s")));
+        rc = s_resync_clock (drive, &resync, err, errlen);
+    if (rc == 0)
+        gw_log (GW_LOG_INFO, "vm.reseeded", "entropy_bytes=%lld clock_adjusted_s=%.3f "
+                "clock_resync_s=%.3f", (long long) credited,
+                json_number_value (json_object_get (reply, "adjusted_s")), resync);
     json_decref (reply);
     return rc;
 }

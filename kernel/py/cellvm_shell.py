@@ -197,6 +197,17 @@ def _make_ipython_shell():
         def enable_gui(self, gui=None):
             pass
 
+        @property
+        def parent_header(self):
+            """The running request as ipykernel's shell gives it: the whole message (header,
+            msg_id, msg_type, parent_header, metadata, content), {} outside a request. Code
+            sends with it (`session.send(..., parent=ip.parent_header)`)."""
+            kernel = getattr(self, "kernel", None)
+            return kernel.get_parent("shell") if kernel is not None else {}
+
+        def get_parent(self):
+            return self.parent_header
+
     cellvm_fast._plain_format_calls()
     cfg = Config()
     cfg.HistoryManager.hist_file = ":memory:"

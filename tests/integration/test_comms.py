@@ -284,6 +284,30 @@ def test_get_ipython_kernel_gives_what_libraries_use(s):
         ["sent by session", "as a message"], "parent=None means no parent, as jupyter_client"
 
 
+def test_shell_parent_header_is_the_running_request(s):
+    """get_ipython().parent_header as ipykernel's shell has it: the running request as a
+    message (header, msg_id, content, ...), what code sends with, as nbclient's own
+    update-display-id.ipynb does (`session.send(iopub, ..., parent=ip.parent_header)`)."""
+    r = ok(s, "ip = get_ipython()\n"
+              "ph = ip.parent_header\n"
+              "print(type(ph).__name__, ph['header']['msg_type'], ph['header']['msg_id'],\n"
+              "      ph['msg_id'], ph['content']['code'].startswith('ip = get_ipython()'),\n"
+              "      ip.get_parent() == ph)\n"
+              "for t, text in (('display_data', 'shown'), ('update_display_data', 'updated')):\n"
+              "    ip.kernel.session.send(ip.kernel.iopub_socket, t,\n"
+              "        {'data': {'text/plain': text}, 'metadata': {},\n"
+              "         'transient': {'display_id': 'ph1'}}, parent=ip.parent_header)")
+    assert r.stdout.split() == ["dict", "execute_request", r.msg_id, r.msg_id, "True", "True"]
+    sent = [m for m in r.msgs if m["msg_type"] in ("display_data", "update_display_data")]
+    assert [(m["msg_type"], m["content"]["data"]["text/plain"],
+             m["content"]["transient"]["display_id"], m["parent_header"]["msg_id"])
+            for m in sent] == [("display_data", "shown", "ph1", r.msg_id),
+                               ("update_display_data", "updated", "ph1", r.msg_id)], r.msgs
+    # A later request gets its own.
+    r2 = ok(s, "print(get_ipython().parent_header['header']['msg_id'])")
+    assert r2.stdout.strip() == r2.msg_id != r.msg_id
+
+
 def test_output_widget_captures_with_the_cells_parent(s):
     """ipywidgets' Output widget reads get_ipython().kernel._parent_header: the msg_id it
     sends the client is the running cell's."""

@@ -63,7 +63,7 @@ test_gw_vmargv_is_exactly_the_recipe (void **state)
         "-display", "none", "-no-reboot", "-sandbox", SANDBOX,
         "-serial", "file:/r/vm-1/console.log", "-kernel", "/img/vmlinux",
         "-initrd", "/img/initrd.img",
-        "-append", "console=ttyS0 quiet panic=-1 reboot=t tsc_early_khz=2445428",
+        "-append", "console=ttyS0 quiet panic=-1 reboot=t tsc_early_khz=2445428 tsc=reliable",
         "-drive", "file=/img/rootfs.ext4,if=none,id=root,format=raw,readonly=on",
         "-device", "virtio-blk-device,drive=root",
         "-drive", "file=/r/vm-1/workspace.qcow2,if=none,id=ws,format=qcow2,"
