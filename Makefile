@@ -135,13 +135,15 @@ unit: $(CH_TESTS) $(KN_TESTS) $(GW_TESTS) $(GI_TESTS)
 
 # Guest image (docs/guest-image.md): cached outside the tree, ~1 s when nothing changed.
 # Always built from the non-sanitizer kernel, because the guest has no libasan.
-image:
+# With no sanitizer, the programs are this make's own targets too: the sub-make must find them
+# built, not link them a second time beside `all` under -j (a busy text file, a half-written one).
+image: $(if $(SANITIZER),,$(B)/cellvm-kernel $(B)/cellvm-init)
 	$(MAKE) --no-print-directory SANITIZER= B=build kernel init
 	bash guest-image/build.sh build/cellvm-kernel build/cellvm-init build/image
 
 # The snapshot template the default microvm kernelspecs restore from
 # (docs/snapshots.md): built once per image/QEMU/memory, ~45 s; seconds when intact.
-template: image
+template: image $(if $(SANITIZER),,$(B)/cellvm-gateway)
 	$(MAKE) --no-print-directory SANITIZER= B=build gateway
 	@# exit 3: another process is building the same template; wait for it.
 	@for i in $$(seq 1 120); do build/cellvm-gateway --build-template --image build/image; \

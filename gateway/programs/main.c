@@ -26,6 +26,7 @@
 #include "jail/gw_priv.h"
 #include "vm/gw_vm.h"
 #include "server/gw_server.h"
+#include "session/gw_session.h"
 #include "wire/gw_wire.h"
 #include "ch_frame.h"
 
@@ -294,6 +295,17 @@ s_drop_privileges (const gw_args_t *args, char *err, size_t errlen)
 }
 
 //  The gateway itself: one session, until it ends. The exit code.
+//  A kernel that could not be started: the clients were told in a reply;
+//  whoever reads the gateway's output (a launcher, a provisioner's log) gets
+//  the same words.
+static void
+s_say_gave_up (gw_server_t *server)
+{
+    const char *gave_up = gw_session_gave_up (gw_server_session (server));
+    if (gave_up)
+        fprintf (stderr, "cellvm-gateway: %s\n", gave_up);
+}
+
 static int
 s_gateway (gw_args_t *args)
 {
@@ -318,6 +330,7 @@ s_gateway (gw_args_t *args)
         goto fail;
     gw_server_set_tick_fn (server, s_tick, persist);
     rc = gw_server_run (server);
+    s_say_gave_up (server);
     gw_persist_end (persist, gw_server_session (server));
     gw_server_destroy (&server);
     gw_persist_destroy (&persist);

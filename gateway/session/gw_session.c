@@ -342,6 +342,7 @@ s_give_up (gw_session_t *self, const char *why)
               "last: %s). The gateway has stopped: fix the cause, then start the kernel "
               "again from your client.", self->failures, why);
     gw_session__printable (text);
+    snprintf (self->gave_up, sizeof self->gave_up, "%s", text);
     gw_log (GW_LOG_ERROR, "session.give_up", "failures=%d", self->failures);
     gw_files_abort (self->files, "the kernel could not be started");
     gw_req_t *req;

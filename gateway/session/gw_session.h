@@ -114,6 +114,10 @@ void gw_session_tick (gw_session_t *self);
 bool gw_session_finished (const gw_session_t *self);
 int gw_session_exit_code (const gw_session_t *self);
 
+//  Why the session gave up starting its kernel (what every waiting request
+//  was told), or NULL: the gateway's one line on stderr as it exits.
+const char *gw_session_gave_up (const gw_session_t *self);
+
 //  The backend (borrowed), for its pid and workspace in the status file.
 gw_backend_t *gw_session_backend (gw_session_t *self);
 //  A client asked for a restart (shutdown_request with restart: true).

@@ -43,6 +43,7 @@ struct _gw_session_t {
     int64_t shutdown_at;                        //  kill the kernel if still there
     bool finished;
     int exit_code;
+    char gave_up [512];                 //  why the kernel cannot be started, once given up
     char why [256];                             //  reason of a kernel violation
     gw_files_t *files;                          //  file requests and artifacts
     gw_worker_t *worker;                        //  host file writes, off the reactor

@@ -262,3 +262,10 @@ gw_session_state_name (const gw_session_t *self)
         return "starting";
     return s_idle (self) ? "idle" : "running";
 }
+
+const char *
+gw_session_gave_up (const gw_session_t *self)
+{
+    assert (self);
+    return self->gave_up [0] ? self->gave_up : NULL;
+}

@@ -96,3 +96,6 @@ def test_kernel_that_never_starts_makes_the_gateway_give_up(start_gateway):
     g = start_gateway(env={"FAKE_KERNEL_EXIT": "1"})
     assert g.proc.wait(TIMEOUT) == 1
     assert "session.give_up" in g.log_text()
+    # The one human line, for whoever reads the gateway's output (a launcher's log).
+    said = [ln for ln in g.log_text().splitlines() if ln.startswith("cellvm-gateway: ")]
+    assert len(said) == 1 and "could not be started" in said[0] and "attempts" in said[0], said
