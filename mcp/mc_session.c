@@ -358,7 +358,7 @@ s_on_msg (mc_session_t *self, ch_msg_t *msg, int64_t now_ms)
         self->probe_reply = true;
     if (!self->op || self->state != S_READY || mc_op_tool (self->op) == MC_TOOL_RESTART
         || mc_op_tool (self->op) == MC_TOOL_CLOSE
-        || strcmp (mc_kclient_parent_id (msg), mc_op_msg_id (self->op)) != 0)
+        || strcmp (ch_msg_parent_id (msg), mc_op_msg_id (self->op)) != 0)
         return;
     if (mc_op_on_msg (self->op, msg, s_send, self, now_ms) == MC_OP_DONE)
         s_finish (self, &self->op);

@@ -144,8 +144,8 @@ s_ops_send_waiting (s_self_t *self)
 static bool
 s_op_reply (s_self_t *self, const ch_msg_t *msg)
 {
-    const char *pid = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
-    for (s_op_t *op = self->ops; pid && op; op = op->next)
+    const char *pid = ch_msg_parent_id (msg);
+    for (s_op_t *op = self->ops; *pid && op; op = op->next)
         if (op->id [0] && strcmp (op->id, pid) == 0) {
             json_t *c = ch_msg_content (msg);
             char bad [400];

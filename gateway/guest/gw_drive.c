@@ -232,11 +232,11 @@ s_kernel_died (gw_drive_t *self)
 static bool
 s_matches (const s_want_t *w, ch_msg_t *msg)
 {
-    const char *pid = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
+    const char *pid = ch_msg_parent_id (msg);
     const char *state = json_string_value (json_object_get (ch_msg_content (msg),
                                                             "execution_state"));
     return strcmp (ch_msg_type (msg), w->type) == 0
-        && (!w->parent_id || (pid && strcmp (pid, w->parent_id) == 0))
+        && (!w->parent_id || (*pid && strcmp (pid, w->parent_id) == 0))
         && (!w->state || (state && strcmp (state, w->state) == 0));
 }
 

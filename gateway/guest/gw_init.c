@@ -215,8 +215,7 @@ s_wait (gw_init_t *self, const char *id, int timeout_ms, ch_msg_t **reply_p)
         ch_msg_t *msg = NULL;
         int rc = s_read_one (self, &msg);
         if (rc == 0) {
-            const char *pid = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
-            if (pid && strcmp (pid, id) == 0) {
+            if (strcmp (ch_msg_parent_id (msg), id) == 0) {
                 *reply_p = msg;
                 return 0;
             }

@@ -51,14 +51,6 @@ s_held_free (void **item)
     ch_msg_destroy ((ch_msg_t **) item);
 }
 
-//  msg_id of a kernel message's parent_header ("" when it has none).
-const char *
-gw_session__parent_id (const ch_msg_t *msg)
-{
-    const char *id = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
-    return id ? id : "";
-}
-
 //  A kernel_info_reply must parse even when it reports a failure: clients
 //  read protocol_version and language_info before they look at status.
 static void

@@ -59,8 +59,6 @@ struct _gw_session_t {
     bool snapshotting;                          //  a cellvm_snapshot_request is under way
 };
 
-//  msg_id of a kernel message's parent_header ("" when it has none).
-const char *gw_session__parent_id (const ch_msg_t *msg);
 
 //  Text that may quote the kernel or a path, cut anywhere, must still be a
 //  valid JSON string for the client: keep it printable ASCII.
