@@ -1,6 +1,7 @@
 /*  gw_status - a gateway's status file (see gw_status.h). */
 #include "cli/gw_status.h"
 #include "base/gw_log.h"
+#include "base/gw_owndir.h"
 #include "base/gw_procstat.h"
 #include "base/gw_runbase.h"
 #include "ch_util.h"
@@ -72,27 +73,6 @@ gw_status_proc_start (pid_t pid, unsigned long long *start_p)
 //  ==========================================================================
 //  Writing
 
-//  mkdir path 0700 if missing; it must be a directory we own, not a link.
-static int
-s_private_dir (const char *path, char *err, size_t errlen)
-{
-    struct stat st;
-    const char *why = NULL;
-    if (mkdir (path, 0700) < 0 && errno != EEXIST)
-        why = strerror (errno);
-    else if (lstat (path, &st) < 0)
-        why = strerror (errno);
-    else if (!S_ISDIR (st.st_mode))
-        why = "not a directory (or a symlink)";
-    else if (st.st_uid != geteuid ())
-        why = "owned by another user";
-    else if ((st.st_mode & 07777) != 0700 && chmod (path, 0700) < 0)
-        why = strerror (errno);
-    if (why)
-        snprintf (err, errlen, "status dir %s: %s", path, why);
-    return why ? -EACCES : 0;
-}
-
 //  BASE and BASE/sessions made and checked; the file's paths into self.
 static int
 s_paths (gw_status_t *self, const char *base, char *err, size_t errlen)
@@ -111,8 +91,13 @@ s_paths (gw_status_t *self, const char *base, char *err, size_t errlen)
         snprintf (err, errlen, "cannot create %s: %s", base, strerror (-rc));
         return rc;
     }
-    rc = s_private_dir (base, err, errlen);
-    return rc < 0 ? rc : s_private_dir (dir, err, errlen);
+    char why [PATH_MAX + 64] = "";
+    rc = gw_owndir_make (base, geteuid (), why, sizeof why);
+    if (rc == 0)
+        rc = gw_owndir_make (dir, geteuid (), why, sizeof why);
+    if (rc < 0)
+        snprintf (err, errlen, "status dir %s", why);
+    return rc;
 }
 
 //  A path that is not UTF-8 cannot be JSON: null rather than nothing.
