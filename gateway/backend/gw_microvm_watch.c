@@ -6,6 +6,7 @@
 */
 #include "backend/gw_microvm_int.h"
 #include "base/gw_log.h"
+#include "ch_text.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -132,9 +133,7 @@ gw_microvm__check_file_reply (const s_op_t *op, const ch_msg_t *msg, char *err, 
         return 0;
     char quoted [80];
     snprintf (quoted, sizeof quoted, "%s", path ? path : "");
-    for (char *q = quoted; *q; q++)
-        if ((unsigned char) *q < 0x20 || *q == '"' || *q == '\\' || (unsigned char) *q > 0x7e)
-            *q = '?';
+    ch_text_printable (quoted, "\"\\");
     snprintf (err, errlen, "the VM's init sent a %s reply that breaks the protocol (%s: "
               "\"%s\"); the transfer was stopped", op->put ? "put" : "get", bad, quoted);
     gw_log (GW_LOG_WARN, "vm.init_bad_reply", "reason=\"%s\" path=\"%s\"", bad, quoted);

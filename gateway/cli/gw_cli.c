@@ -9,6 +9,7 @@
 #include "cli/gw_cli.h"
 #include "base/gw_runbase.h"
 #include "cli/gw_status.h"
+#include "ch_text.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -81,14 +82,8 @@ void
 gw_cli_clean (const char *text, size_t max, char *out, size_t cap)
 {
     assert (out && cap);
-    if (!text)
-        text = "-";
-    size_t n = 0;
-    for (; text [n] && n < max && n + 1 < cap; n++) {
-        unsigned char c = (unsigned char) text [n];
-        out [n] = c < 0x20 || c >= 0x7f ? '?' : (char) c;
-    }
-    out [n] = 0;
+    snprintf (out, cap, "%.*s", (int) (max < cap ? max : cap), text ? text : "-");
+    ch_text_printable (out, NULL);
 }
 
 int

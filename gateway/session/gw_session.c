@@ -15,6 +15,7 @@
 */
 #include "session/gw_session_int.h"
 #include "ch_hello.h"
+#include "ch_text.h"
 #include "files/gw_files.h"
 #include "base/gw_worker.h"
 #include "wire/gw_chan.h"
@@ -208,13 +209,6 @@ gw_session__start_kernel (gw_session_t *self, bool quiet, char *err, size_t errl
 }
 
 
-void
-gw_session__printable (char *text)
-{
-    for (char *p = text; *p; p++)
-        if ((unsigned char) *p < 0x20 || (unsigned char) *p > 0x7e)
-            *p = '?';
-}
 
 //  End the current kernel from outside; the reap completes the story.
 static void
@@ -224,7 +218,7 @@ s_stop_kernel (gw_session_t *self, const char *reason)
         return;
     if (reason && !self->end_reason [0]) {
         snprintf (self->end_reason, sizeof self->end_reason, "%s", reason);
-        gw_session__printable (self->end_reason);
+        ch_text_printable (self->end_reason, NULL);
     }
     gw_backend_kill (self->backend);
     self->killed = true;
@@ -282,7 +276,7 @@ s_describe (const gw_session_t *self, const gw_exit_t *ex, char *out, size_t cap
         snprintf (how, sizeof how, "%s", self->end_reason);
     else
         gw_exit_describe (ex, how, sizeof how);
-    gw_session__printable (how);                          //  a backend's detail may quote anything
+    ch_text_printable (how, NULL);                          //  a backend's detail may quote anything
     size_t len = strlen (how);
     while (len > 0 && (how [len - 1] == '.' || how [len - 1] == ' '))
         how [--len] = 0;
@@ -333,7 +327,7 @@ s_give_up (gw_session_t *self, const char *why)
     snprintf (text, sizeof text, "The kernel could not be started (%d attempts in a row; "
               "last: %s). The gateway has stopped: fix the cause, then start the kernel "
               "again from your client.", self->failures, why);
-    gw_session__printable (text);
+    ch_text_printable (text, NULL);
     gw_log (GW_LOG_ERROR, "session.give_up", "failures=%d", self->failures);
     gw_files_abort (self->files, "the kernel could not be started");
     gw_req_t *req;

@@ -60,10 +60,6 @@ struct _gw_session_t {
 };
 
 
-//  Text that may quote the kernel or a path, cut anywhere, must still be a
-//  valid JSON string for the client: keep it printable ASCII.
-void gw_session__printable (char *text);
-
 //  Send what waited for the kernel's hello.
 void gw_session__flush_held (gw_session_t *self);
 

@@ -11,6 +11,7 @@
 #include "session/gw_check.h"
 #include "base/gw_log.h"
 #include "session/gw_out.h"
+#include "ch_text.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -99,7 +100,7 @@ s_on_cellvm (gw_session_t *self, ch_msg_t *msg)
         if (fatal && !self->end_reason [0]) {   //  it is about to exit: say why
             snprintf (self->end_reason, sizeof self->end_reason,
                       "The kernel stopped on a channel error (%.200s)", error);
-            gw_session__printable (self->end_reason);
+            ch_text_printable (self->end_reason, NULL);
         }
     }
     else if (strcmp (type, "exiting") == 0)

@@ -8,6 +8,7 @@
 #include "base/gw_log.h"
 #include "session/gw_out.h"
 #include "snap/gw_snapstore.h"
+#include "ch_text.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -161,7 +162,7 @@ s_snapped (void *arg, int rc, const json_t *reply, const uint8_t *data, size_t l
     char text [800];
     snprintf (text, sizeof text, "The snapshot was not taken: %s. The session goes on "
               "unchanged.", err && err [0] ? err : strerror (-rc));
-    gw_session__printable (text);
+    ch_text_printable (text, NULL);
     json_t *content = rc == 0 ? json_deep_copy (reply)
                     : s_snap_error (rc == -EEXIST ? "SnapshotExists" : "SnapshotFailed", text);
     s_snap_reply (self, &job->ids, job->header, &content);
