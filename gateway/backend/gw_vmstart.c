@@ -2,6 +2,7 @@
 #include "backend/gw_vmstart.h"
 #include "disk/gw_chain.h"
 #include "base/gw_log.h"
+#include "base/gw_mem.h"
 #include "snap/gw_pool.h"
 #include "snap/gw_template.h"
 #include "snap/gw_snapstore.h"
@@ -389,24 +390,15 @@ gw_vmstart_take (gw_vmstart_t *self, gw_vmstart_result_t *res)
     return rc;
 }
 
-static char *
-s_dup (const char *s)
-{
-    char *copy = s ? strdup (s) : NULL;
-    if (s && !copy)
-        abort ();
-    return copy;
-}
-
 void
 gw_vmstart_set_source (gw_vmstart_t *self, const gw_vmstart_source_t *src)
 {
     assert (self && src);
     pthread_mutex_lock (&self->lock);
     s_source_clear (self);
-    self->chain_dir = s_dup (src->chain_dir);
-    self->store_dir = s_dup (src->store_dir);
-    self->snapshot = s_dup (src->snapshot);
+    self->chain_dir = gw_strdup (src->chain_dir);
+    self->store_dir = gw_strdup (src->store_dir);
+    self->snapshot = gw_strdup (src->snapshot);
     self->keep_seeds = src->keep_seeds;
     self->consume = src->consume;
     pthread_mutex_unlock (&self->lock);
@@ -436,8 +428,8 @@ gw_vmstart_save (gw_vmstart_t *self, const gw_vmsave_req_t *req, const char *sto
         self->save_req.disk_top = self->save_top;
         free (self->save_store);
         free (self->save_name);
-        self->save_store = s_dup (store_dir);
-        self->save_name = s_dup (name);
+        self->save_store = gw_strdup (store_dir);
+        self->save_name = gw_strdup (name);
         self->save_state = S_RUNNING;
         pthread_cond_signal (&self->wake);
     }

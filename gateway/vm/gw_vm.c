@@ -7,6 +7,7 @@
 #include "vm/gw_vm.h"
 #include "disk/gw_chain.h"
 #include "base/gw_log.h"
+#include "base/gw_mem.h"
 #include "jail/gw_priv.h"
 #include "disk/gw_qcow2.h"
 #include "vm/gw_rundir.h"
@@ -84,15 +85,6 @@ s_set (gw_vm_t *self, int i, char *value)
     *s_field (&self->cfg, i) = value;
 }
 
-static char *
-s_strdup (const char *s)
-{
-    char *copy = s ? strdup (s) : NULL;
-    if (s && !copy)
-        abort ();
-    return copy;
-}
-
 //  Full path of an executable: name itself if it holds a '/', else the
 //  first match on PATH. NULL when there is none. Resolved here because the
 //  child may only call execv (execvp is not async-signal-safe).
@@ -100,9 +92,9 @@ static char *
 s_which (const char *name)
 {
     if (strchr (name, '/'))
-        return access (name, X_OK) == 0 ? s_strdup (name) : NULL;
+        return access (name, X_OK) == 0 ? gw_strdup (name) : NULL;
     const char *path = getenv ("PATH");
-    char *dirs = s_strdup (path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+    char *dirs = gw_strdup (path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
     char *found = NULL, *save = NULL;
     for (char *dir = strtok_r (dirs, ":", &save); dir && !found;
          dir = strtok_r (NULL, ":", &save)) {
@@ -111,7 +103,7 @@ s_which (const char *name)
         int n = snprintf (full, sizeof full, "%s/%s", dir, name);
         if (n > 0 && (size_t) n < sizeof full && stat (full, &st) == 0
         &&  S_ISREG (st.st_mode) && access (full, X_OK) == 0)
-            found = s_strdup (full);
+            found = gw_strdup (full);
     }
     free (dirs);
     return found;
@@ -145,7 +137,7 @@ s_resolve_files (gw_vm_t *self, char *err, size_t errlen)
         if (!self->str [S_KERNEL + i]) {
             char path [PATH_MAX];
             snprintf (path, sizeof path, "%s/%s", self->cfg.image_dir, names [i]);
-            s_set (self, S_KERNEL + i, s_strdup (path));
+            s_set (self, S_KERNEL + i, gw_strdup (path));
         }
         if (s_check_file (names [i], self->str [S_KERNEL + i], err, errlen) < 0)
             return -ENOENT;
@@ -210,7 +202,7 @@ gw_vm_new (const gw_vm_config_t *cfg, char *err, size_t errlen)
     self->pidfd = -1;
     self->priv = gw_priv ();                    //  NULL unless this gateway dropped to --user
     for (int i = 0; i < S_NSTR; i++)
-        s_set (self, i, s_strdup (*s_field (&self->cfg, i)));
+        s_set (self, i, gw_strdup (*s_field (&self->cfg, i)));
     if (s_resolve (self, err, errlen) < 0 || s_choose_accel (self, err, errlen) < 0)
         goto fail;
     self->dir = gw_rundir_new (self->cfg.run_base, err, errlen);
