@@ -1,6 +1,7 @@
 /*  ch_io - writing channel messages to a file descriptor. */
 #include "ch_io.h"
-#include "ch_util.h"
+#include "ch_clock.h"
+#include "ch_frame.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -14,7 +15,7 @@
 static int
 s_wait_writable (int fd, int64_t deadline)
 {
-    int left = deadline < 0 ? -1 : (int) (deadline - ch_now_ms ());
+    int left = deadline < 0 ? -1 : (int) (deadline - ch_clock_mono_ms ());
     if (deadline >= 0 && left <= 0)
         return -ETIMEDOUT;
     struct pollfd pf = { fd, POLLOUT, 0 };
@@ -25,7 +26,7 @@ s_wait_writable (int fd, int64_t deadline)
 int
 ch_write_all (int fd, struct iovec *iov, int iovcnt, int timeout_ms)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : ch_now_ms () + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : ch_clock_mono_ms () + timeout_ms;
     while (iovcnt > 0) {
         ssize_t n = writev (fd, iov, iovcnt);
         if (n < 0 && errno == EINTR)

@@ -1,7 +1,7 @@
 /*  kn_capture - stdout and stderr: buffered Python text, fd-level pipes. */
 #include "kn_capture.h"
 #include "ch_text.h"
-#include "ch_util.h"
+#include "ch_clock.h"
 #include "kn_log.h"
 
 #include <assert.h>
@@ -126,7 +126,7 @@ s_arm (kn_capture_t *self, bool from_thread)
 {
     if (self->first_ms)
         return;
-    self->first_ms = ch_now_ms ();
+    self->first_ms = ch_clock_mono_ms ();
     if (self->idle && !from_thread) {
         self->idle = false;
         ssize_t w = write (self->wake [1], "w", 1);
@@ -460,7 +460,7 @@ s_wait (kn_capture_t *self, struct pollfd *p)
 {
     int timeout = -1;
     if (self->first_ms) {
-        int64_t left = self->first_ms + self->window_ms - ch_now_ms ();
+        int64_t left = self->first_ms + self->window_ms - ch_clock_mono_ms ();
         timeout = left > 0 ? (int) left : 0;
     }
     self->idle = timeout < 0;
@@ -504,7 +504,7 @@ s_thread (void *arg)
         for (int i = 0; rc > 0 && i < 2; i++)
             if (p [i].revents & POLLIN)
                 got += s_read_pipe (self, i, true);
-        int64_t now = ch_now_ms ();
+        int64_t now = ch_clock_mono_ms ();
         bool due = self->first_ms && (now - self->first_ms >= self->window_ms
                                       || self->q.len >= KN_CAPTURE_PENDING_MAX);
         if (due && !self->stop) {

@@ -19,7 +19,7 @@
 
 #include <czmq.h>
 
-#include "ch_util.h"
+#include "ch_clock.h"
 #include "mc_args.h"
 #include "mc_lines.h"
 #include "mc_log.h"
@@ -65,7 +65,7 @@ s_shutdown (app_t *app, const char *why)
 {
     if (app->shutdown_ms)
         return;
-    app->shutdown_ms = ch_now_ms ();
+    app->shutdown_ms = ch_clock_mono_ms ();
     mc_log (MC_LOG_INFO, "mcp.shutdown", "why=\"%s\" sessions=%zu", why,
             mc_server_sessions (app->server));
     mc_server_shutdown (app->server, app->shutdown_ms);
@@ -114,7 +114,7 @@ s_run (app_t *app)
     if (!items || !buf)
         abort ();
     while (true) {
-        int64_t now = ch_now_ms ();
+        int64_t now = ch_clock_mono_ms ();
         if (!app->stdout_ok)
             s_shutdown (app, "stdout closed");
         if (app->shutdown_ms && (mc_server_sessions (app->server) == 0
@@ -126,14 +126,14 @@ s_run (app_t *app)
         size_t n = 2 + mc_server_pollitems (app->server, items + 2, MAX_ITEMS - 2);
         if (zmq_poll (items, (int) n, TICK_MS) < 0 && errno != EINTR)
             break;
-        now = ch_now_ms ();
+        now = ch_clock_mono_ms ();
         mc_server_on_poll (app->server, items + 2, n - 2, now);
         if (items [1].revents & ZMQ_POLLIN)
             s_on_signal (app);
         if (items [0].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) {
             s_read_stdin (app, buf);
             //  Start what was just asked for now, not at the next tick (50 ms).
-            mc_server_on_poll (app->server, NULL, 0, ch_now_ms ());
+            mc_server_on_poll (app->server, NULL, 0, ch_clock_mono_ms ());
         }
     }
     free (items);

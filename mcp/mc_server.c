@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ch_util.h"
+#include "ch_clock.h"
 #include "mc_clip.h"
 #include "mc_life.h"
 #include "mc_log.h"
@@ -275,7 +275,7 @@ s_tell_ended (mc_server_t *self, json_t *id, mc_call_t **call_p, const char *nam
     char *words = mc_life_words (name, MC_LIFE_BEFORE, tool, self->ended [i].why,
                                  self->ended [i].tail);
     mc_op_t *op = mc_op_new (call_p, id, NULL, false, self->opts, &self->shape, name);
-    json_t *result = mc_op_ended_result (op, words, ch_now_ms ());
+    json_t *result = mc_op_ended_result (op, words, ch_clock_mono_ms ());
     mc_log (MC_LOG_INFO, "session.told", "session=%s tool=%s", name, mc_tools_name (tool));
     s_reply (self, id, &result);
     mc_op_destroy (&op);

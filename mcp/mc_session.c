@@ -12,7 +12,7 @@
 
 #include <czmq.h>
 
-#include "ch_util.h"
+#include "ch_clock.h"
 #include "mc_kclient.h"
 #include "mc_life.h"
 #include "mc_log.h"
@@ -151,7 +151,7 @@ mc_session_new (const char *name, const char *dir, const mc_spec_t *spec,
     s_life_args (self);
     unlink (self->conn);
     if (mc_kclient_write_conn (self->conn, err, errlen) != 0
-        || s_launch (self, ch_now_ms (), err, errlen) != 0)
+        || s_launch (self, ch_clock_mono_ms (), err, errlen) != 0)
         goto fail;
     return self;
 fail:
@@ -243,7 +243,7 @@ s_finish_text (mc_session_t *self, const char *text, bool is_error)
 {
     if (!self->op)
         return;
-    mc_op_end (self->op, MC_END_LOST, text, ch_now_ms ());
+    mc_op_end (self->op, MC_END_LOST, text, ch_clock_mono_ms ());
     json_t *result = mc_op_text_result (text, is_error);
     if (!mc_op_cancelled (self->op))
         self->sink.result (self->sink.ctx, mc_op_rpc_id (self->op), &result);
@@ -279,7 +279,7 @@ s_lost (mc_session_t *self, const char *what)
     mc_log (MC_LOG_WARN, "session.lost", "session=%s why=\"%s\"", self->name,
             self->notice [0] ? self->notice : what ? what : "?");
     s_kill (self);
-    int64_t now = ch_now_ms ();
+    int64_t now = ch_clock_mono_ms ();
     if (self->op)
         s_tell (self, &self->op, MC_LIFE_DURING, now);
     while ((self->op = zlist_pop (self->queue)))

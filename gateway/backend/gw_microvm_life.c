@@ -12,7 +12,6 @@
 #include "snap/gw_snapstore.h"
 #include "vm/gw_vmargv.h"
 
-#include <czmq.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>

@@ -7,8 +7,8 @@
 #include "backend/gw_microvm_int.h"
 #include "base/gw_log.h"
 #include "ch_text.h"
+#include "ch_clock.h"
 
-#include <czmq.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,7 +53,7 @@ gw_microvm__watch_tick (s_self_t *self)
     bool can_ping = self->init && self->init_ready && !self->starting && !self->save_done
                  && !self->detach_id [0];
     char why [400];
-    int64_t now = zclock_mono ();
+    int64_t now = ch_clock_mono_ms ();
     int rc = gw_watch_tick (self->watch, now, can_ping, why, sizeof why);
     if (rc == GW_WATCH_PING)
         s_ping (self, now);

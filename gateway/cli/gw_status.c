@@ -5,6 +5,7 @@
 #include "base/gw_procstat.h"
 #include "base/gw_runbase.h"
 #include "ch_util.h"
+#include "ch_clock.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -25,7 +26,7 @@ struct _gw_status_t {
     json_t *json;                               //  the document, always whole
     bool dirty;                                 //  json differs from the file
     bool warned;                                //  a write failure was logged
-    int64_t written_ms;                         //  ch_now_ms of the last write
+    int64_t written_ms;                         //  ch_clock_mono_ms of the last write
     //  Files are written on a thread of their own: a rename on a loaded
     //  host can take longer than a reactor turn may.
     pthread_t thread;
@@ -339,7 +340,7 @@ gw_status_flush (gw_status_t *self, bool force)
     assert (self);
     if (!self->dirty)
         return 0;
-    int64_t now = ch_now_ms ();
+    int64_t now = ch_clock_mono_ms ();
     if (!force && self->written_ms && now - self->written_ms < GW_STATUS_THROTTLE_MS)
         return 0;
     int rc = s_write (self);

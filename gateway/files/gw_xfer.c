@@ -4,7 +4,6 @@
 #include "ch_util.h"
 
 #include <assert.h>
-#include <czmq.h>
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>

@@ -27,6 +27,7 @@
 #include "session/gw_reqs.h"
 #include "guest/gw_watch.h"
 #include "ch_frame.h"
+#include "ch_clock.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -199,7 +200,7 @@ gw_session__start_kernel (gw_session_t *self, bool quiet, char *err, size_t errl
     self->hello = self->killed = false;
     self->notices = 0;
     self->end_reason [0] = 0;
-    self->deadline = zclock_mono () + (int64_t) (self->opts.ready_timeout * 1000);
+    self->deadline = ch_clock_mono_ms () + (int64_t) (self->opts.ready_timeout * 1000);
     gw_log (GW_LOG_INFO, "kernel.starting", "backend=%s pid=%d start=%d session=%s",
             gw_backend_name (self->backend), gw_backend_pid (self->backend), self->starts,
             self->session);
@@ -224,7 +225,7 @@ s_stop_kernel (gw_session_t *self, const char *reason)
     self->killed = true;
     gw_chan_destroy (&self->chan);
     self->state = GW_SESSION_DYING;
-    self->deadline = zclock_mono () + S_KILL_WAIT_MS;
+    self->deadline = ch_clock_mono_ms () + S_KILL_WAIT_MS;
 }
 
 //  A started kernel whose channel is not up yet: try again.
@@ -261,7 +262,7 @@ s_lost_channel (gw_session_t *self, const char *why)
     gw_log (GW_LOG_INFO, "kernel.channel_closed", "reason=\"%s\"", why);
     gw_chan_destroy (&self->chan);
     self->state = GW_SESSION_DYING;
-    self->deadline = zclock_mono () + S_EXIT_GRACE_MS;
+    self->deadline = ch_clock_mono_ms () + S_EXIT_GRACE_MS;
 }
 
 //  --------------------------------------------------------------------------
@@ -353,7 +354,7 @@ s_schedule_restart (gw_session_t *self, const char *why)
     int64_t backoff = self->failures <= 1 ? 0 : 250LL << (self->failures - 2);
     if (backoff > 5000)
         backoff = 5000;
-    self->restart_at = zclock_mono () + backoff;
+    self->restart_at = ch_clock_mono_ms () + backoff;
     self->restart_pending = true;
     if (backoff == 0)                           //  now, so `starting` follows `restarting`
         s_restart (self);
@@ -400,7 +401,7 @@ void
 gw_session__begin_shutdown (gw_session_t *self, bool own_request)
 {
     self->shutting_down = true;
-    self->shutdown_at = zclock_mono () + S_SHUTDOWN_MS;
+    self->shutdown_at = ch_clock_mono_ms () + S_SHUTDOWN_MS;
     gw_session__share_stop (self);
     gw_log (GW_LOG_INFO, "session.shutdown", "by=%s state=%d",
             own_request ? "signal" : "client", (int) self->state);
@@ -475,7 +476,7 @@ void
 gw_session_tick (gw_session_t *self)
 {
     assert (self);
-    int64_t now = zclock_mono ();
+    int64_t now = ch_clock_mono_ms ();
     if (self->finished)
         return;
     if (self->state != GW_SESSION_NONE)
@@ -680,7 +681,7 @@ int
 gw_session_start (gw_session_t *self, char *err, size_t errlen)
 {
     assert (self && self->state == GW_SESSION_NONE && self->starts == 0);
-    self->started_at = self->last_activity = zclock_mono ();
+    self->started_at = self->last_activity = ch_clock_mono_ms ();
     return gw_session__start_kernel (self, false, err, errlen);
 }
 

@@ -49,7 +49,7 @@ struct _gw_session_t {
     zlistx_t *deferred;                         //  ch_msg_t: output behind a held reply
     char outdir [512];                          //  the kernel's output directory (hello)
     //  gw_session_life.c
-    int64_t started_at, last_activity;          //  zclock_mono
+    int64_t started_at, last_activity;          //  ch_clock_mono_ms
     bool pausing, paused;                       //  idle pause under way / done
     unsigned pause_failures;                    //  in a row: each doubles the wait
     gw_share_t *share;                          //  --share-cwd, NULL: off

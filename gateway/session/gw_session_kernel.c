@@ -12,6 +12,7 @@
 #include "base/gw_log.h"
 #include "session/gw_out.h"
 #include "ch_text.h"
+#include "ch_clock.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -240,7 +241,7 @@ s_on_status (gw_session_t *self, ch_msg_t *msg)
         return s_bad (self, "idle before the %s", req->reply_type);
     if (busy) {
         req->busy = true;
-        req->busy_at = zclock_mono ();
+        req->busy_at = ch_clock_mono_ms ();
     }
     if (!req->own)
         gw_out_relay (self->out, msg, NULL, req->header);

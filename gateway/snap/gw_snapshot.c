@@ -1,7 +1,7 @@
 /*  gw_snapshot - a VM's device state to and from a file (see gw_snapshot.h). */
 #include "snap/gw_snapshot.h"
+#include "ch_clock.h"
 
-#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -115,7 +115,7 @@ gw_snapshot_wait (gw_qmp_t *qmp, const char *want, int64_t deadline, char *err, 
 {
     assert (qmp && want && err);
     char status [32] = "";
-    while (zclock_mono () < deadline) {
+    while (ch_clock_mono_ms () < deadline) {
         int rc = s_migrate_status (qmp, status, sizeof status, err, errlen);
         if (rc < 0)
             return rc;
@@ -132,7 +132,7 @@ int
 gw_snapshot_save (gw_vm_t *vm, const char *path, int timeout_ms, char *err, size_t errlen)
 {
     assert (vm && path);
-    int64_t deadline = zclock_mono () + timeout_ms;
+    int64_t deadline = ch_clock_mono_ms () + timeout_ms;
     gw_qmp_t *qmp = gw_snapshot_qmp (vm, S_QMP_MS, err, errlen);
     int rc = qmp ? s_ignore_shared (qmp, err, errlen) : -EIO;
     if (rc == 0)
@@ -150,7 +150,7 @@ int
 gw_snapshot_load (gw_vm_t *vm, const char *path, int timeout_ms, char *err, size_t errlen)
 {
     assert (vm && path);
-    int64_t deadline = zclock_mono () + timeout_ms;
+    int64_t deadline = ch_clock_mono_ms () + timeout_ms;
     gw_qmp_t *qmp = gw_snapshot_qmp (vm, timeout_ms, err, errlen);
     int rc = qmp ? s_ignore_shared (qmp, err, errlen) : -EIO;
     if (rc == 0)

@@ -6,8 +6,8 @@
 #include "vm/gw_qmp.h"
 #include "snap/gw_tplmeta.h"
 #include "snap/gw_snapshot.h"
+#include "ch_clock.h"
 
-#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -75,7 +75,7 @@ s_new_layer (const gw_vmsave_req_t *req, char *name, size_t cap, char *err, size
 {
     uint32_t r = 0;
     if (getrandom (&r, sizeof r, 0) != sizeof r)
-        r = (uint32_t) zclock_mono ();
+        r = (uint32_t) ch_clock_mono_ms ();
     snprintf (name, cap, "ws-%08x.qcow2", r);
     return gw_vm_new_layer (req->cfg, req->run_dir, name, req->disk_top, err, errlen);
 }
@@ -103,17 +103,17 @@ static int
 s_save_vm (gw_qmp_t *qmp, const gw_vmsave_req_t *req, const char *state, gw_vmsave_out_t *out,
            char *err, size_t errlen)
 {
-    int64_t deadline = zclock_mono () + S_SAVE_MS, stopped = 0;
+    int64_t deadline = ch_clock_mono_ms () + S_SAVE_MS, stopped = 0;
     int rc = s_set_caps (qmp, true, err, errlen);
     if (rc == 0 && !req->live && (rc = s_qmp (qmp, "stop", NULL, err, errlen)) == 0)
-        stopped = zclock_mono ();
+        stopped = ch_clock_mono_ms ();
     if (rc == 0)
         rc = gw_snapshot_migrate_fd (qmp, "migrate", state, O_WRONLY | O_CREAT | O_TRUNC, err,
                                      errlen);
     if (rc == 0)
         rc = gw_snapshot_wait (qmp, "pre-switchover", deadline, err, errlen);
     if (rc == 0 && !stopped)
-        stopped = zclock_mono ();
+        stopped = ch_clock_mono_ms ();
     bool frozen = rc == 0 && s_freeze_disk (qmp, req, out, err, errlen) == 0;
     if (rc == 0 && !frozen)
         rc = -EIO;
@@ -127,7 +127,7 @@ s_save_vm (gw_qmp_t *qmp, const gw_vmsave_req_t *req, const char *state, gw_vmsa
         gw_qmp_execute (qmp, "migrate_cancel", NULL, NULL, S_QMP_MS, ignored, sizeof ignored);
     if (req->live || rc < 0)
         gw_qmp_execute (qmp, "cont", NULL, NULL, S_QMP_MS, ignored, sizeof ignored);
-    out->pause_ms = stopped ? zclock_mono () - stopped : 0;
+    out->pause_ms = stopped ? ch_clock_mono_ms () - stopped : 0;
     return rc;
 }
 
@@ -183,7 +183,7 @@ s_meta (const gw_vmsave_req_t *req, const char *staging, const char *qemu_versio
     s_cmdline_facts (req->pid, &tsc, &named);
     json_t *meta = gw_vmsave_expected (req->cfg);
     json_object_update_new (meta, json_pack ("{s:f, s:s, s:i, s:b, s:I, s:s, s:I}",
-        "created", zclock_time () / 1000.0, "qemu_version", qemu_version,
+        "created", ch_clock_wall_s (), "qemu_version", qemu_version,
         "tsc_khz", (int) tsc, "mem_named", named,
         "state_bytes", (json_int_t) state_bytes, "state_sha256", hex,
         "disk_file_bytes", (json_int_t) disk_bytes));
@@ -214,7 +214,7 @@ gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave_req
 {
     assert (store && name && req && out);
     memset (out, 0, sizeof *out);
-    int64_t t0 = zclock_mono ();
+    int64_t t0 = ch_clock_mono_ms ();
     char staging [PATH_MAX], state [PATH_MAX + 8], version [128] = "";
     json_t *meta = NULL;
     gw_qmp_t *qmp = NULL;
@@ -241,7 +241,7 @@ gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave_req
     rc = gw_snapstore_publish (store, staging, name, meta, err, errlen);
     json_decref (meta);
     out->bytes = (uint64_t) b;
-    out->ms = zclock_mono () - t0;
+    out->ms = ch_clock_mono_ms () - t0;
     return rc;
 fail:
     gw_qmp_destroy (&qmp);
@@ -284,7 +284,7 @@ s_load (gw_vm_t *vm, const gw_snapref_t *ref, int timeout_ms, char *err, size_t 
         rc = gw_snapshot_migrate_fd (qmp, "migrate-incoming", gw_snapref_state (ref), O_RDONLY,
                                      err, errlen);
     if (rc == 0)
-        rc = gw_snapshot_wait (qmp, "completed", zclock_mono () + timeout_ms, err, errlen);
+        rc = gw_snapshot_wait (qmp, "completed", ch_clock_mono_ms () + timeout_ms, err, errlen);
     if (rc == 0)
         rc = s_qmp (qmp, "cont", NULL, err, errlen);
     gw_qmp_destroy (&qmp);

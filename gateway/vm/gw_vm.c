@@ -14,8 +14,8 @@
 #include "base/gw_fs.h"
 #include "vm/gw_vmargv.h"
 #include "jail/gw_vmspawn.h"
+#include "ch_clock.h"
 
-#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -271,7 +271,7 @@ static int
 s_make_disk (gw_vm_t *self, const char *path, const char *backing, bool unsafe, char *err,
              size_t errlen)
 {
-    int64_t t0 = zclock_mono ();
+    int64_t t0 = ch_clock_mono_ms ();
     char seen [PATH_MAX * 2];                   //  a relative backing is beside path
     const char *slash = strrchr (path, '/');
     if (backing && backing [0] != '/' && slash)
@@ -289,7 +289,7 @@ s_make_disk (gw_vm_t *self, const char *path, const char *backing, bool unsafe, 
         snprintf (err, errlen, "creating the /workspace disk %s: %s", path, strerror (-rc));
     else
         gw_log (GW_LOG_DEBUG, "vm.disk_created", "path=%s bytes=%llu ms=%lld", path,
-                (unsigned long long) self->cfg.disk_bytes, (long long) (zclock_mono () - t0));
+                (unsigned long long) self->cfg.disk_bytes, (long long) (ch_clock_mono_ms () - t0));
     return rc;
 }
 
@@ -490,15 +490,15 @@ gw_vm_start (gw_vm_t *self, char *err, size_t errlen)
     assert (self && err);
     if (self->started)
         return -EALREADY;
-    int64_t t [3] = { zclock_mono () };
+    int64_t t [3] = { ch_clock_mono_ms () };
     gw_vmspawn_t sp;
     int rc = s_spawn_open (self, &sp, err, errlen);
     if (rc < 0 || (rc = s_create_disk (self, err, errlen)) < 0)
         goto fail;
-    t [1] = zclock_mono ();
+    t [1] = ch_clock_mono_ms ();
     if ((rc = s_jail_new (self, err, errlen)) < 0)
         goto fail;
-    t [2] = zclock_mono ();
+    t [2] = ch_clock_mono_ms ();
     sp.argv = self->argv;
     sp.jail = self->jail;
     err [0] = '\0';
@@ -512,7 +512,7 @@ gw_vm_start (gw_vm_t *self, char *err, size_t errlen)
         goto fail;
     }
     self->started = true;
-    self->started_ms = zclock_mono ();
+    self->started_ms = ch_clock_mono_ms ();
     s_log_spawned (self, t);
 fail:
     s_spawn_close (&sp);
@@ -570,7 +570,7 @@ gw_vm_connect_port (gw_vm_t *self, const char *name, int *fd_p)
     char path [PATH_MAX];
     gw_rundir_file (self->dir, file, path, sizeof path);
     int rc = s_connect_unix (path, fd_p);
-    int64_t ms = zclock_mono () - self->started_ms;
+    int64_t ms = ch_clock_mono_ms () - self->started_ms;
     if (rc == 0)
         gw_log (GW_LOG_INFO, "vm.port_connected", "pid=%d port=%s ms=%lld",
                 (int) self->pid, name, (long long) ms);
@@ -582,10 +582,10 @@ gw_vm_connect_port (gw_vm_t *self, const char *name, int *fd_p)
 int
 gw_vm_wait_port (gw_vm_t *self, const char *name, int timeout_ms, int *fd_p)
 {
-    int64_t deadline = zclock_mono () + timeout_ms;
+    int64_t deadline = ch_clock_mono_ms () + timeout_ms;
     int rc;
     while ((rc = gw_vm_connect_port (self, name, fd_p)) == -EAGAIN) {
-        if (zclock_mono () >= deadline)
+        if (ch_clock_mono_ms () >= deadline)
             return -ETIMEDOUT;
         struct timespec ts = { 0, 5 * 1000 * 1000 };
         nanosleep (&ts, NULL);
@@ -625,7 +625,7 @@ s_log_exit (gw_vm_t *self, int status)
     else
         snprintf (how, sizeof how, "exit_code=%d", WEXITSTATUS (status));
     gw_log (GW_LOG_INFO, "vm.exited", "pid=%d %s uptime_ms=%lld", (int) self->pid, how,
-            (long long) (zclock_mono () - self->started_ms));
+            (long long) (ch_clock_mono_ms () - self->started_ms));
 }
 
 //  The helper's child: it reaps it and tells why it died.

@@ -3,6 +3,7 @@
 #include "ch_sig.h"
 #include "gi_log.h"
 #include "gi_sys.h"
+#include "ch_clock.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -31,14 +32,6 @@ struct _gi_kernel_t {
     double started;             //  CLOCK_MONOTONIC seconds
     json_t *last_exit;
 };
-
-static double
-s_now (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
 
 //  OOM kills so far: of the kernel's cgroup, else of the whole guest.
 static long
@@ -176,7 +169,7 @@ gi_kernel_start (gi_kernel_t *self)
     if (pid == 0)
         s_child ();
     self->pid = pid;
-    self->started = s_now ();
+    self->started = (double) ch_clock_mono_ms () / 1e3;
     self->stopping = 0;
     if (self->starts++ > 0)
         self->restarts++;
@@ -274,7 +267,7 @@ gi_kernel_reaped (gi_kernel_t *self, pid_t pid, int status)
         "exit_code", sig ? json_null () : json_integer (WEXITSTATUS (status)),
         "signal", sig ? json_string (s_signal_name (sig, name, sizeof name)) : json_null (),
         "oom_killed", oom, "requested", self->stopping, "description", text,
-        "runtime_s", s_now () - self->started, "restarts", self->restarts);
+        "runtime_s", (double) ch_clock_mono_ms () / 1e3 - self->started, "restarts", self->restarts);
     gi_log ("kernel pid %d gone: %s", (int) pid, text);
     self->pid = 0;
     self->stopping = 0;
@@ -299,7 +292,7 @@ gi_kernel_state (const gi_kernel_t *self)
     return json_pack ("{s:s, s:i, s:i, s:f, s:I, s:o}",
         "state", self->pid ? "running" : self->starts ? "exited" : "not_started",
         "pid", (int) self->pid, "restarts", self->restarts,
-        "uptime_s", self->pid ? s_now () - self->started : 0.0,
+        "uptime_s", self->pid ? (double) ch_clock_mono_ms () / 1e3 - self->started : 0.0,
         "memory_limit_bytes", (json_int_t) self->mem_limit,
         "last_exit", self->last_exit ? json_incref (self->last_exit) : json_null ());
 }
