@@ -3,6 +3,7 @@
 #include "ch_text.h"
 #include "ch_clock.h"
 #include "kn_log.h"
+#include "ch_io.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -313,20 +314,6 @@ s_register_atfork (void)
     pthread_atfork (NULL, NULL, s_atfork_child);
 }
 
-static void
-s_write_fd (int fd, const unsigned char *data, size_t len)
-{
-    while (len) {
-        ssize_t n = write (fd, data, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
-        data += n;
-        len -= (size_t) n;
-    }
-}
-
 bool
 kn_capture_writev (kn_capture_t *self, int stream, const struct iovec *iov, int n)
 {
@@ -338,7 +325,7 @@ kn_capture_writev (kn_capture_t *self, int stream, const struct iovec *iov, int 
         return false;
     if (self->child) {
         for (int i = 0; i < n; i++)
-            s_write_fd (self->target [stream], iov [i].iov_base, iov [i].iov_len);
+            (void) ch_write_bytes (self->target [stream], iov [i].iov_base, iov [i].iov_len);
         return false;
     }
     pthread_mutex_lock (&self->lock);
@@ -391,7 +378,7 @@ kn_capture_write_now (kn_capture_t *self, int stream, const void *data, size_t l
 {
     assert (self && (stream == KN_STDOUT || stream == KN_STDERR));
     if (self->child) {
-        s_write_fd (self->target [stream], data, len);
+        (void) ch_write_bytes (self->target [stream], data, len);
         return;
     }
     pthread_mutex_lock (&self->send);

@@ -25,6 +25,7 @@
 #include "mc_log.h"
 #include "mc_spec.h"
 #include "mc_server.h"
+#include "ch_io.h"
 
 #define TICK_MS 50
 #define READ_CHUNK (1u << 20)
@@ -46,17 +47,10 @@ static void
 s_write (void *ctx, const char *line, size_t len)
 {
     app_t *app = ctx;
-    while (app->stdout_ok && len > 0) {
-        ssize_t n = write (STDOUT_FILENO, line, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            mc_log (MC_LOG_INFO, "client.gone", "why=\"stdout: %s\"", strerror (errno));
-            app->stdout_ok = false;
-            break;
-        }
-        line += n;
-        len -= (size_t) n;
+    int rc = app->stdout_ok ? ch_write_bytes (STDOUT_FILENO, line, len) : 0;
+    if (rc < 0) {
+        mc_log (MC_LOG_INFO, "client.gone", "why=\"stdout: %s\"", strerror (-rc));
+        app->stdout_ok = false;
     }
 }
 

@@ -6,6 +6,7 @@
 #include "base/gw_runbase.h"
 #include "ch_util.h"
 #include "ch_clock.h"
+#include "ch_io.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -232,22 +233,6 @@ gw_status_touch (gw_status_t *self)
     gw_status_set (self, "last_activity", json_integer ((json_int_t) time (NULL)));
 }
 
-//  All of text into fd. 0 or -errno.
-static int
-s_write_all (int fd, const char *text, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write (fd, text, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EIO;
-        text += n;
-        len -= (size_t) n;
-    }
-    return 0;
-}
-
 //  text into tmp, renamed over path: readers see the old file or the new
 //  one. No fsync: the file only matters while we run.
 static int
@@ -258,7 +243,7 @@ s_write_text (gw_status_t *self, const char *text)
     if (fd < 0)
         rc = -errno;
     if (rc == 0)
-        rc = s_write_all (fd, text, strlen (text));
+        rc = ch_write_bytes (fd, text, strlen (text));
     if (fd >= 0 && close (fd) < 0 && rc == 0)
         rc = -errno;
     if (rc == 0 && rename (self->tmp, self->path) < 0)

@@ -10,6 +10,7 @@
 #include "base/gw_log.h"
 #include "base/gw_fs.h"
 #include "ch_clock.h"
+#include "ch_io.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -301,11 +302,8 @@ s_write_meta (int sfd, json_t *meta, const char *name, char *what, size_t cap)
     if (rc == 0 && (fd = openat (sfd, GW_SNAP_META, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW
                                  | O_CLOEXEC, 0600)) < 0)
         rc = -errno;
-    for (size_t off = 0; rc == 0 && off < len; ) {      //  a short write: retry for the errno
-        ssize_t n = write (fd, text + off, len - off);
-        rc = n < 0 ? (errno == EINTR ? 0 : -errno) : n == 0 ? -EIO : 0;
-        off += n > 0 ? (size_t) n : 0;
-    }
+    if (rc == 0)
+        rc = ch_write_bytes (fd, text, len);
     if (fd >= 0 && close (fd) < 0 && rc == 0)
         rc = -errno;
     free (text);
