@@ -182,7 +182,7 @@ s_log (PyObject *module, PyObject *args)
     const char *level, *event, *text;
     if (!PyArg_ParseTuple (args, "sss", &level, &event, &text))
         return NULL;
-    int l = kn_log_level_parse (level);
+    int l = ch_log_level_parse (level);
     kn_log (l < 0 ? KN_LOG_INFO : (kn_log_level_t) l, event, "text=\"%s\"", text);
     Py_RETURN_NONE;
 }

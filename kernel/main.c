@@ -60,7 +60,7 @@ s_parse (int argc, char **argv, s_args_t *a)
             case 'm': a->max_frame = (uint32_t) strtoul (optarg, &end, 10);
                       if (*end || a->max_frame < 1024) return -EINVAL;
                       break;
-            case 'l': a->log_level = kn_log_level_parse (optarg);
+            case 'l': a->log_level = ch_log_level_parse (optarg);
                       if (a->log_level < 0) return -EINVAL;
                       break;
             case 'h': s_usage (stdout); exit (0);
