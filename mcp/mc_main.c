@@ -26,6 +26,7 @@
 #include "mc_spec.h"
 #include "mc_server.h"
 #include "ch_io.h"
+#include "ch_sig.h"
 
 #define TICK_MS 50
 #define READ_CHUNK (1u << 20)
@@ -159,19 +160,6 @@ s_make_dir (const mc_options_t *opts, char *dir, size_t cap)
     return 0;
 }
 
-static int
-s_signals (void)
-{
-    sigset_t set;
-    sigemptyset (&set);
-    sigaddset (&set, SIGTERM);
-    sigaddset (&set, SIGINT);
-    sigaddset (&set, SIGHUP);
-    sigprocmask (SIG_BLOCK, &set, NULL);
-    signal (SIGPIPE, SIG_IGN);
-    return signalfd (-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-}
-
 //  The kernelspec, refused when it is unsafe-local and not allowed.
 static mc_spec_t *
 s_spec (const mc_options_t *opts)
@@ -199,7 +187,8 @@ main (int argc, char **argv)
     mc_log_set_level (opts.log_level);
     zsys_handler_set (NULL);
     char dir [PATH_MAX];
-    app_t app = { NULL, mc_lines_new (opts.max_request), true, true, s_signals (), 0 };
+    int sigfd = ch_sig_fd ((const int []) { SIGTERM, SIGINT, SIGHUP, 0 }, false);
+    app_t app = { NULL, mc_lines_new (opts.max_request), true, true, sigfd, 0 };
     mc_spec_t *spec = s_spec (&opts);
     if (!spec || app.sigfd < 0 || s_make_dir (&opts, dir, sizeof dir) != 0) {
         rc = 1;

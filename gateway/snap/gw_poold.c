@@ -5,6 +5,7 @@
 #include "base/gw_fdpass.h"
 #include "base/gw_log.h"
 #include "ch_clock.h"
+#include "ch_sig.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -356,27 +357,12 @@ s_daemon_step (s_daemon_t *d)
     return !stop;
 }
 
-//  SIGTERM, SIGINT, SIGHUP and SIGCHLD through a signalfd.
-static int
-s_signal_fd (void)
-{
-    sigset_t set;
-    sigemptyset (&set);
-    sigaddset (&set, SIGTERM);
-    sigaddset (&set, SIGINT);
-    sigaddset (&set, SIGHUP);
-    sigaddset (&set, SIGCHLD);
-    sigprocmask (SIG_BLOCK, &set, NULL);
-    signal (SIGPIPE, SIG_IGN);
-    return signalfd (-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-}
-
 int
 gw_poold_run (const gw_poold_opts_t *opts, const gw_poold_ops_t *ops)
 {
     assert (opts && opts->socket_path && ops);
     s_daemon_t d = { .ops = ops, .opts = *opts, .last_use = ch_clock_mono_ms () };
-    d.sig_fd = s_signal_fd ();
+    d.sig_fd = ch_sig_fd ((const int []) { SIGTERM, SIGINT, SIGHUP, SIGCHLD, 0 }, false);
     d.listen_fd = s_listen (opts->socket_path);
     if (d.listen_fd < 0) {
         gw_log (GW_LOG_ERROR, "pool.refused", "socket=%s reason=\"%s\"", opts->socket_path,

@@ -12,6 +12,7 @@
 #include "gi_ops.h"
 #include "gi_sys.h"
 #include "ch_frame.h"
+#include "ch_sig.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -34,21 +35,6 @@ s_halt (const char *why)
     reboot (RB_POWER_OFF);
     for (;;)
         pause ();
-}
-
-//  Signals arrive on a signalfd; the kernel child resets its mask.
-static int
-s_signals (void)
-{
-    sigset_t set;
-    sigemptyset (&set);
-    int sigs [] = { SIGCHLD, SIGIO, SIGTERM, SIGINT, SIGHUP, SIGPWR, SIGUSR1, SIGUSR2 };
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs [0]; i++)
-        sigaddset (&set, sigs [i]);
-    sigprocmask (SIG_BLOCK, &set, NULL);
-    signal (SIGPIPE, SIG_IGN);
-    int fd = signalfd (-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    return fd < 0 ? -errno : fd;
 }
 
 static void
@@ -122,7 +108,9 @@ main (void)
 {
     if (getpid () != 1)
         gi_log (GI_LOG_WARN, "init.not_pid1", NULL);
-    int sigfd = s_signals ();
+    //  Signals arrive on a signalfd; the kernel child resets its mask.
+    int sigfd = ch_sig_fd ((const int []) { SIGCHLD, SIGIO, SIGTERM, SIGINT, SIGHUP, SIGPWR,
+                                            SIGUSR1, SIGUSR2, 0 }, false);
     if (sigfd < 0)
         s_halt ("no signalfd");
     uint64_t limit = 0;
