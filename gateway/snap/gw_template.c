@@ -8,6 +8,7 @@
 #include "snap/gw_snapshot.h"
 #include "snap/gw_tplmeta.h"
 #include "ch_clock.h"
+#include "ch_child.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -324,12 +325,10 @@ gw_template_build_detached (char *const argv [], const char *log_path)
         setsid ();
         if (fork () != 0)
             _exit (0);
-        int null_fd = open ("/dev/null", O_RDWR);
-        int log_fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
-        dup2 (null_fd, 0);
-        dup2 (log_fd >= 0 ? log_fd : null_fd, 1);
-        dup2 (log_fd >= 0 ? log_fd : null_fd, 2);
-        close_range (3, ~0U, 0);
+        int null_fd = open ("/dev/null", O_RDWR | O_CLOEXEC);
+        int log_fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int out_fd = log_fd >= 0 ? log_fd : null_fd;
+        ch_child_fds ((const int []) { null_fd, out_fd, out_fd }, 3, false);
         //  The gateway ignores SIGINT and blocks SIGTERM for its signalfd, and
         //  both survive exec: the builder and the pool daemon start from the
         //  ordinary dispositions (every one) and set their own.

@@ -42,8 +42,8 @@ gi_ctl_new (const char *path, uint32_t max_frame)
     //  SIGIO tells us when the host connects or goes: no busy polling.
     if (fcntl (fd, F_SETOWN, getpid ()) < 0
     ||  fcntl (fd, F_SETFL, O_RDWR | O_NONBLOCK | O_ASYNC) < 0)
-        gi_log (GI_LOG_WARN, "ctl.no_sigio", "port=%s reason=\"%s\" poll_ms=%d", path, strerror (errno),
-                S_TICK_MS);
+        gi_log (GI_LOG_WARN, "ctl.no_sigio", "port=%s reason=\"%s\" poll_ms=%d", path,
+                strerror (errno), S_TICK_MS);
     gi_ctl_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();

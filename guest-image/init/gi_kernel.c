@@ -4,6 +4,7 @@
 #include "gi_log.h"
 #include "gi_sys.h"
 #include "ch_clock.h"
+#include "ch_child.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -29,7 +30,7 @@ struct _gi_kernel_t {
     int starts;
     int stopping;               //  the next death was asked for
     long oom_base;              //  oom_kill counter when it started
-    double started;             //  CLOCK_MONOTONIC seconds
+    int64_t started;            //  ch_clock_mono_ms
     json_t *last_exit;
 };
 
@@ -93,12 +94,8 @@ s_child_setup (void)
     setrlimit (RLIMIT_NPROC, &nproc);
     setrlimit (RLIMIT_CORE, &core);
     ch_sig_defaults ();
-    int null = open ("/dev/null", O_RDONLY);
-    if (null > 0) {
-        dup2 (null, 0);
-        close (null);
-    }
-    close_range (3, ~0u, 0);
+    //  stdin /dev/null; stdout and stderr stay the console.
+    ch_child_fds ((const int []) { open ("/dev/null", O_RDONLY | O_CLOEXEC), -1, -1 }, 3, false);
 }
 
 static void
@@ -118,7 +115,8 @@ s_child (void)
     char *argv [] = { GI_KERNEL_BIN, "--device", "/dev/virtio-ports/" GI_KERNEL_PORT,
                       "--outdir", GI_WORKSPACE "/out", NULL };
     execve (argv [0], argv, envp);
-    gi_log (GI_LOG_ERROR, "kernel.exec_failed", "path=%s reason=\"%s\"", argv [0], strerror (errno));
+    gi_log (GI_LOG_ERROR, "kernel.exec_failed", "path=%s reason=\"%s\"", argv [0],
+            strerror (errno));
     _exit (127);
 }
 
@@ -161,7 +159,8 @@ gi_kernel_start (gi_kernel_t *self)
     gi_kernel_clear_cgroup (5000);
     if (mkdir ("/tmp/home", 0700) == 0 || errno == EEXIST)
         if (chown ("/tmp/home", GI_KERNEL_UID, GI_KERNEL_GID) < 0)
-            gi_log (GI_LOG_WARN, "kernel.home_chown", "path=/tmp/home reason=\"%s\"", strerror (errno));
+            gi_log (GI_LOG_WARN, "kernel.home_chown", "path=/tmp/home reason=\"%s\"",
+                    strerror (errno));
     self->oom_base = s_oom_count ();
     pid_t pid = fork ();
     if (pid < 0)
@@ -169,7 +168,7 @@ gi_kernel_start (gi_kernel_t *self)
     if (pid == 0)
         s_child ();
     self->pid = pid;
-    self->started = (double) ch_clock_mono_ms () / 1e3;
+    self->started = ch_clock_mono_ms ();
     self->stopping = 0;
     if (self->starts++ > 0)
         self->restarts++;
@@ -267,7 +266,8 @@ gi_kernel_reaped (gi_kernel_t *self, pid_t pid, int status)
         "exit_code", sig ? json_null () : json_integer (WEXITSTATUS (status)),
         "signal", sig ? json_string (s_signal_name (sig, name, sizeof name)) : json_null (),
         "oom_killed", oom, "requested", self->stopping, "description", text,
-        "runtime_s", (double) ch_clock_mono_ms () / 1e3 - self->started, "restarts", self->restarts);
+        "runtime_s", (double) (ch_clock_mono_ms () - self->started) / 1e3,
+        "restarts", self->restarts);
     gi_log (GI_LOG_INFO, "kernel.gone", "pid=%d how=\"%s\"", (int) pid, text);
     self->pid = 0;
     self->stopping = 0;
@@ -292,7 +292,7 @@ gi_kernel_state (const gi_kernel_t *self)
     return json_pack ("{s:s, s:i, s:i, s:f, s:I, s:o}",
         "state", self->pid ? "running" : self->starts ? "exited" : "not_started",
         "pid", (int) self->pid, "restarts", self->restarts,
-        "uptime_s", self->pid ? (double) ch_clock_mono_ms () / 1e3 - self->started : 0.0,
+        "uptime_s", self->pid ? (double) (ch_clock_mono_ms () - self->started) / 1e3 : 0.0,
         "memory_limit_bytes", (json_int_t) self->mem_limit,
         "last_exit", self->last_exit ? json_incref (self->last_exit) : json_null ());
 }

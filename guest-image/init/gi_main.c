@@ -53,8 +53,8 @@ s_setup (uint64_t *limit, char *workspace, size_t wlen)
         gi_log (GI_LOG_ERROR, "init.no_workspace", NULL);
     gi_sys_port_links ();
     if (gi_sys_wait_port (GI_KERNEL_PORT, 2000) < 0)
-        gi_log (GI_LOG_ERROR, "init.no_kernel_port", "port=%s reason=\"the kernel will fail to start\"",
-                GI_KERNEL_PORT);
+        gi_log (GI_LOG_ERROR, "init.no_kernel_port", "port=%s reason=\"the kernel will fail to "
+                "start\"", GI_KERNEL_PORT);
 }
 
 //  Collect every dead child; report the kernel's death.
@@ -124,8 +124,8 @@ main (void)
         gi_log (GI_LOG_WARN, "ctl.no_port", "port=%s", port);
     gi_ctl_t *ctl = gi_ctl_new (port, CH_FRAME_MAX_DEFAULT);
     if (!ctl)
-        gi_log (GI_LOG_ERROR, "ctl.open_failed", "port=%s reason=\"%s\" action=supervise_without", port,
-                strerror (errno));
+        gi_log (GI_LOG_ERROR, "ctl.open_failed", "port=%s reason=\"%s\" action=supervise_without",
+                port, strerror (errno));
     gi_ops_t *ops = ctl ? gi_ops_new (ctl, kernel, workspace) : NULL;
     gi_log (GI_LOG_INFO, "init.ready", "workspace=%s kernel_pid=%d", workspace,
             (int) gi_kernel_pid (kernel));

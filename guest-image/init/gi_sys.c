@@ -36,8 +36,8 @@ s_mount (const s_mount_t *m)
     if (mount (m->src, m->dst, m->type, m->flags, m->data) == 0 || errno == EBUSY)
         return 0;
     int rc = -errno;
-    gi_log (m->fatal ? GI_LOG_ERROR : GI_LOG_WARN, "sys.mount_failed", "type=%s dst=%s reason=\"%s\"",
-            m->type, m->dst, strerror (-rc));
+    gi_log (m->fatal ? GI_LOG_ERROR : GI_LOG_WARN, "sys.mount_failed",
+            "type=%s dst=%s reason=\"%s\"", m->type, m->dst, strerror (-rc));
     return m->fatal ? rc : 0;
 }
 
@@ -129,8 +129,8 @@ s_mount_disk (void)
         return 0;
     int rc = -errno;
     if (!s_disk_blank (disk)) {
-        gi_log (GI_LOG_ERROR, "sys.disk_unmountable", "disk=%s reason=\"%s\" action=keep_unformatted",
-                disk, strerror (-rc));
+        gi_log (GI_LOG_ERROR, "sys.disk_unmountable", "disk=%s reason=\"%s\" "
+                "action=keep_unformatted", disk, strerror (-rc));
         return rc;
     }
     gi_log (GI_LOG_INFO, "sys.disk_format", "disk=%s fs=ext4", disk);
@@ -245,7 +245,8 @@ gi_sys_disk_flush (void)
 {
     int rc = s_disk.flush (s_disk.disk);
     if (rc < 0)
-        gi_log (GI_LOG_WARN, "sys.flush_failed", "disk=%s reason=\"%s\"", s_disk.disk, strerror (-rc));
+        gi_log (GI_LOG_WARN, "sys.flush_failed", "disk=%s reason=\"%s\"", s_disk.disk,
+                strerror (-rc));
     return rc;
 }
 
@@ -311,7 +312,8 @@ gi_sys_port_links (void)
         snprintf (target, sizeof target, "/dev/%s", de->d_name);
         if (strcmp (name, "cellvm.kernel") == 0
         &&  chown (target, GI_KERNEL_UID, GI_KERNEL_GID) < 0)
-            gi_log (GI_LOG_WARN, "sys.port_chown", "path=%s reason=\"%s\"", target, strerror (errno));
+            gi_log (GI_LOG_WARN, "sys.port_chown", "path=%s reason=\"%s\"", target,
+                    strerror (errno));
         chmod (target, 0600);
     }
     closedir (dir);

@@ -59,7 +59,8 @@ s_fake (fixture_t *f, const char *script)
     char sent [8192], path [PATH_MAX];
     size_t len = 0;
     ssize_t n = write (fd, script, strlen (script));
-    while (n >= 0 && len < sizeof sent - 1 && (n = read (fd, sent + len, sizeof sent - 1 - len)) > 0)
+    while (n >= 0 && len < sizeof sent - 1
+       &&  (n = read (fd, sent + len, sizeof sent - 1 - len)) > 0)
         len += (size_t) n;
     FILE *out = fopen (tu_path (path, sizeof path, f->dir, "sent"), "w");
     fwrite (sent, 1, len, out);
