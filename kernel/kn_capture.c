@@ -562,7 +562,7 @@ kn_capture_new (const kn_capture_config_t *config, kn_capture_emit_fn *emit, voi
     pthread_once (&s_atfork_once, s_register_atfork);
     return self;
 fail:
-    kn_log (KN_LOG_ERROR, "capture.fail", "reason=\"cannot capture fd %d/%d: %s\"",
+    kn_log (CH_LOG_ERROR, "capture.fail", "reason=\"cannot capture fd %d/%d: %s\"",
             self->target [0], self->target [1], strerror (errno));
     kn_capture_destroy (&self);
     return NULL;

@@ -7,17 +7,17 @@
 #include <unistd.h>
 
 static int s_fd = 2;
-static kn_log_level_t s_level = KN_LOG_INFO;
+static ch_log_level_t s_level = CH_LOG_INFO;
 
 void
-kn_log_init (int fd, kn_log_level_t level)
+kn_log_init (int fd, ch_log_level_t level)
 {
     s_fd = fd;
     s_level = level;
 }
 
 void
-kn_log (kn_log_level_t level, const char *event, const char *fmt, ...)
+kn_log (ch_log_level_t level, const char *event, const char *fmt, ...)
 {
     if (level > s_level)
         return;

@@ -5,16 +5,11 @@
 #ifndef KN_LOG_H
 #define KN_LOG_H
 
-#include "ch_log.h"
-
-typedef enum {
-    KN_LOG_ERROR = CH_LOG_ERROR, KN_LOG_WARN = CH_LOG_WARN, KN_LOG_INFO = CH_LOG_INFO,
-    KN_LOG_DEBUG = CH_LOG_DEBUG
-} kn_log_level_t;
+#include "ch_log.h"  //  the levels: CH_LOG_ERROR .. CH_LOG_DEBUG
 
 //  Log to fd at or below level. Call before threads start.
-void kn_log_init (int fd, kn_log_level_t level);
-void kn_log (kn_log_level_t level, const char *event, const char *fmt, ...)
+void kn_log_init (int fd, ch_log_level_t level);
+void kn_log (ch_log_level_t level, const char *event, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
 
 #endif

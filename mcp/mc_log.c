@@ -4,7 +4,7 @@
 
 #include "mc_log.h"
 
-static int s_level = MC_LOG_INFO;
+static int s_level = CH_LOG_INFO;
 
 void
 mc_log_set_level (int level)

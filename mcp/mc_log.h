@@ -4,14 +4,9 @@
 #ifndef MC_LOG_H
 #define MC_LOG_H
 
-#include "ch_log.h"
+#include "ch_log.h"  //  the levels: CH_LOG_ERROR .. CH_LOG_DEBUG
 
-enum {
-    MC_LOG_ERROR = CH_LOG_ERROR, MC_LOG_WARN = CH_LOG_WARN, MC_LOG_INFO = CH_LOG_INFO,
-    MC_LOG_DEBUG = CH_LOG_DEBUG
-};
-
-//  Lines above level are dropped (default MC_LOG_INFO).
+//  Lines above level are dropped (default CH_LOG_INFO).
 void mc_log_set_level (int level);
 
 //  "2026-01-01T00:00:00.000Z level=info event=EVENT <fmt...>"

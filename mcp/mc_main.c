@@ -50,7 +50,7 @@ s_write (void *ctx, const char *line, size_t len)
     app_t *app = ctx;
     int rc = app->stdout_ok ? ch_write_bytes (STDOUT_FILENO, line, len) : 0;
     if (rc < 0) {
-        mc_log (MC_LOG_INFO, "client.gone", "why=\"stdout: %s\"", strerror (-rc));
+        mc_log (CH_LOG_INFO, "client.gone", "why=\"stdout: %s\"", strerror (-rc));
         app->stdout_ok = false;
     }
 }
@@ -61,7 +61,7 @@ s_shutdown (app_t *app, const char *why)
     if (app->shutdown_ms)
         return;
     app->shutdown_ms = ch_clock_mono_ms ();
-    mc_log (MC_LOG_INFO, "mcp.shutdown", "why=\"%s\" sessions=%zu", why,
+    mc_log (CH_LOG_INFO, "mcp.shutdown", "why=\"%s\" sessions=%zu", why,
             mc_server_sessions (app->server));
     mc_server_shutdown (app->server, app->shutdown_ms);
 }
@@ -195,14 +195,14 @@ main (int argc, char **argv)
         goto fail;
     }
     if (mc_spec_unsafe (spec))
-        mc_log (MC_LOG_WARN, "backend.unsafe", "kernelspec=%s isolation=none", mc_spec_path (spec));
+        mc_log (CH_LOG_WARN, "backend.unsafe", "kernelspec=%s isolation=none", mc_spec_path (spec));
     app.server = mc_server_new (&opts, spec, dir, s_write, &app);
-    mc_log (MC_LOG_INFO, "mcp.start", "pid=%d kernelspec=%s dir=%s", (int) getpid (),
+    mc_log (CH_LOG_INFO, "mcp.start", "pid=%d kernelspec=%s dir=%s", (int) getpid (),
             mc_spec_path (spec), dir);
     s_run (&app);
     mc_server_destroy (&app.server);
     nftw (dir, s_rm, 16, FTW_DEPTH | FTW_PHYS);
-    mc_log (MC_LOG_INFO, "mcp.exit", "status=0");
+    mc_log (CH_LOG_INFO, "mcp.exit", "status=0");
 fail:
     mc_spec_destroy (&spec);
     mc_lines_destroy (&app.lines);

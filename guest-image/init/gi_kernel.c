@@ -103,7 +103,7 @@ s_child (void)
 {
     s_child_setup ();
     if (chdir (GI_WORKSPACE) < 0 || s_drop_privileges () < 0) {
-        gi_log (GI_LOG_ERROR, "kernel.setup_failed", "reason=\"%s\"", strerror (errno));
+        gi_log (CH_LOG_ERROR, "kernel.setup_failed", "reason=\"%s\"", strerror (errno));
         _exit (126);
     }
     //  A clean environment: nothing from the host or the kernel command line.
@@ -115,7 +115,7 @@ s_child (void)
     char *argv [] = { GI_KERNEL_BIN, "--device", "/dev/virtio-ports/" GI_KERNEL_PORT,
                       "--outdir", GI_WORKSPACE "/out", NULL };
     execve (argv [0], argv, envp);
-    gi_log (GI_LOG_ERROR, "kernel.exec_failed", "path=%s reason=\"%s\"", argv [0],
+    gi_log (CH_LOG_ERROR, "kernel.exec_failed", "path=%s reason=\"%s\"", argv [0],
             strerror (errno));
     _exit (127);
 }
@@ -144,7 +144,7 @@ gi_kernel_clear_cgroup (int wait_ms)
     gi_sys_write_file (GI_CGROUP "/cgroup.kill", "1");
     int rc = s_wait_cgroup_empty (wait_ms);
     if (rc < 0)
-        gi_log (GI_LOG_WARN, "kernel.cgroup_populated", "waited_ms=%d", wait_ms);
+        gi_log (CH_LOG_WARN, "kernel.cgroup_populated", "waited_ms=%d", wait_ms);
     return rc;
 }
 
@@ -159,7 +159,7 @@ gi_kernel_start (gi_kernel_t *self)
     gi_kernel_clear_cgroup (5000);
     if (mkdir ("/tmp/home", 0700) == 0 || errno == EEXIST)
         if (chown ("/tmp/home", GI_KERNEL_UID, GI_KERNEL_GID) < 0)
-            gi_log (GI_LOG_WARN, "kernel.home_chown", "path=/tmp/home reason=\"%s\"",
+            gi_log (CH_LOG_WARN, "kernel.home_chown", "path=/tmp/home reason=\"%s\"",
                     strerror (errno));
     self->oom_base = s_oom_count ();
     pid_t pid = fork ();
@@ -172,7 +172,7 @@ gi_kernel_start (gi_kernel_t *self)
     self->stopping = 0;
     if (self->starts++ > 0)
         self->restarts++;
-    gi_log (GI_LOG_INFO, "kernel.started", "pid=%d start=%d", (int) pid, self->starts);
+    gi_log (CH_LOG_INFO, "kernel.started", "pid=%d start=%d", (int) pid, self->starts);
     return 0;
 }
 
@@ -268,7 +268,7 @@ gi_kernel_reaped (gi_kernel_t *self, pid_t pid, int status)
         "oom_killed", oom, "requested", self->stopping, "description", text,
         "runtime_s", (double) (ch_clock_mono_ms () - self->started) / 1e3,
         "restarts", self->restarts);
-    gi_log (GI_LOG_INFO, "kernel.gone", "pid=%d how=\"%s\"", (int) pid, text);
+    gi_log (CH_LOG_INFO, "kernel.gone", "pid=%d how=\"%s\"", (int) pid, text);
     self->pid = 0;
     self->stopping = 0;
     return 1;

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 void
-gi_log (int level, const char *event, const char *fmt, ...)
+gi_log (ch_log_level_t level, const char *event, const char *fmt, ...)
 {
     char prefix [48];
     int64_t up = ch_clock_mono_ms ();

@@ -6,16 +6,11 @@
 #ifndef GI_LOG_H
 #define GI_LOG_H
 
-#include "ch_log.h"
-
-enum {
-    GI_LOG_ERROR = CH_LOG_ERROR, GI_LOG_WARN = CH_LOG_WARN, GI_LOG_INFO = CH_LOG_INFO,
-    GI_LOG_DEBUG = CH_LOG_DEBUG
-};
+#include "ch_log.h"  //  the levels: CH_LOG_ERROR .. CH_LOG_DEBUG
 
 //  One line on fd 2, whatever the level (the console keeps them all); fmt
 //  gives key=value pairs, or is NULL. Never fails.
-void gi_log (int level, const char *event, const char *fmt, ...)
+void gi_log (ch_log_level_t level, const char *event, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
 
 #endif

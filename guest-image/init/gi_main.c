@@ -30,7 +30,7 @@
 static void
 s_halt (const char *why)
 {
-    gi_log (GI_LOG_INFO, "init.power_off", "reason=\"%s\"", why);
+    gi_log (CH_LOG_INFO, "init.power_off", "reason=\"%s\"", why);
     sync ();
     reboot (RB_POWER_OFF);
     for (;;)
@@ -50,10 +50,10 @@ s_setup (uint64_t *limit, char *workspace, size_t wlen)
     gi_sys_cgroup (limit);
     gi_sys_network ();
     if (gi_sys_workspace (workspace, wlen) < 0)
-        gi_log (GI_LOG_ERROR, "init.no_workspace", NULL);
+        gi_log (CH_LOG_ERROR, "init.no_workspace", NULL);
     gi_sys_port_links ();
     if (gi_sys_wait_port (GI_KERNEL_PORT, 2000) < 0)
-        gi_log (GI_LOG_ERROR, "init.no_kernel_port", "port=%s reason=\"the kernel will fail to "
+        gi_log (CH_LOG_ERROR, "init.no_kernel_port", "port=%s reason=\"the kernel will fail to "
                 "start\"", GI_KERNEL_PORT);
 }
 
@@ -99,7 +99,7 @@ s_loop (int sigfd, gi_ctl_t *ctl, gi_kernel_t *kernel, gi_ops_t *ops)
             rc = gi_ctl_io (ctl, 0, &msg);
         }
         if (rc < 0)
-            gi_log (GI_LOG_WARN, "ctl.error", "reason=\"%s\"", strerror (-rc));
+            gi_log (CH_LOG_WARN, "ctl.error", "reason=\"%s\"", strerror (-rc));
     }
 }
 
@@ -107,7 +107,7 @@ int
 main (void)
 {
     if (getpid () != 1)
-        gi_log (GI_LOG_WARN, "init.not_pid1", NULL);
+        gi_log (CH_LOG_WARN, "init.not_pid1", NULL);
     //  Signals arrive on a signalfd; the kernel child resets its mask.
     int sigfd = ch_sig_fd ((const int []) { SIGCHLD, SIGIO, SIGTERM, SIGINT, SIGHUP, SIGPWR,
                                             SIGUSR1, SIGUSR2, 0 }, false);
@@ -118,16 +118,16 @@ main (void)
     s_setup (&limit, workspace, sizeof workspace);
     gi_kernel_t *kernel = gi_kernel_new (limit);
     if (gi_kernel_start (kernel) < 0)
-        gi_log (GI_LOG_ERROR, "kernel.start_failed", NULL);
+        gi_log (CH_LOG_ERROR, "kernel.start_failed", NULL);
     char port [128] = "/dev/virtio-ports/" S_CTL_PORT;
     if (gi_sys_wait_port (S_CTL_PORT, 2000) < 0)
-        gi_log (GI_LOG_WARN, "ctl.no_port", "port=%s", port);
+        gi_log (CH_LOG_WARN, "ctl.no_port", "port=%s", port);
     gi_ctl_t *ctl = gi_ctl_new (port, CH_FRAME_MAX_DEFAULT);
     if (!ctl)
-        gi_log (GI_LOG_ERROR, "ctl.open_failed", "port=%s reason=\"%s\" action=supervise_without",
+        gi_log (CH_LOG_ERROR, "ctl.open_failed", "port=%s reason=\"%s\" action=supervise_without",
                 port, strerror (errno));
     gi_ops_t *ops = ctl ? gi_ops_new (ctl, kernel, workspace) : NULL;
-    gi_log (GI_LOG_INFO, "init.ready", "workspace=%s kernel_pid=%d", workspace,
+    gi_log (CH_LOG_INFO, "init.ready", "workspace=%s kernel_pid=%d", workspace,
             (int) gi_kernel_pid (kernel));
     if (ctl)
         s_loop (sigfd, ctl, kernel, ops);

@@ -17,8 +17,8 @@ test_gi_log_scrubs_a_control_character (void **state)
 {
     (void) state;
     tu_capture_begin (STDERR_FILENO);
-    gi_log (GI_LOG_INFO, "kernel.gone", "pid=%d how=\"%s\"", 42, "killed\n\x1b[0m");
-    gi_log (GI_LOG_WARN, "init.not_pid1", NULL);
+    gi_log (CH_LOG_INFO, "kernel.gone", "pid=%d how=\"%s\"", 42, "killed\n\x1b[0m");
+    gi_log (CH_LOG_WARN, "init.not_pid1", NULL);
     const char *text = tu_capture_end ();
     const char *second = strchr (text, '\n') + 1;
     char first [512];

@@ -19,9 +19,9 @@ test_kn_log_scrubs_a_control_character (void **state)
     snprintf (want, sizeof want, " level=warn event=kn.test component=kernel pid=%d "
               "text=\"a b c\"\n", (int) getpid ());
     tu_capture_begin (STDERR_FILENO);
-    kn_log_init (STDERR_FILENO, KN_LOG_INFO);
-    kn_log (KN_LOG_WARN, "kn.test", "text=\"%s\"", "a\nb\x1b" "c");
-    kn_log (KN_LOG_DEBUG, "kn.hidden", "x=1");  //  above the level: dropped
+    kn_log_init (STDERR_FILENO, CH_LOG_INFO);
+    kn_log (CH_LOG_WARN, "kn.test", "text=\"%s\"", "a\nb\x1b" "c");
+    kn_log (CH_LOG_DEBUG, "kn.hidden", "x=1");  //  above the level: dropped
     const char *text = tu_capture_end ();
     tu_assert_one_log_line (text, want);
 }

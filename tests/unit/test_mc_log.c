@@ -15,9 +15,9 @@ test_mc_log_scrubs_a_control_character (void **state)
 {
     (void) state;
     tu_capture_begin (STDERR_FILENO);
-    mc_log_set_level (MC_LOG_INFO);
-    mc_log (MC_LOG_INFO, "client.gone", "why=\"%s\"", "stdout:\r\nbroken\x7fpipe");
-    mc_log (MC_LOG_DEBUG, "mc.hidden", "x=1");  //  above the level: dropped
+    mc_log_set_level (CH_LOG_INFO);
+    mc_log (CH_LOG_INFO, "client.gone", "why=\"%s\"", "stdout:\r\nbroken\x7fpipe");
+    mc_log (CH_LOG_DEBUG, "mc.hidden", "x=1");  //  above the level: dropped
     const char *text = tu_capture_end ();
     tu_assert_one_log_line (text, " level=info event=client.gone why=\"stdout:  broken pipe\"\n");
 }
