@@ -1,5 +1,6 @@
 /*  ch_hello - the first message on each port. */
 #include "ch_hello.h"
+#include "ch_clock.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -18,9 +19,7 @@ ch_hello_driver (const char *protocol, const char *implementation, int with_time
     if (!c)
         abort ();
     if (with_time) {
-        struct timespec now;
-        clock_gettime (CLOCK_REALTIME, &now);
-        json_object_set_new (c, "time", json_real ((double) now.tv_sec + now.tv_nsec / 1e9));
+        json_object_set_new (c, "time", json_real (ch_clock_wall_s ()));
     }
     return c;
 }

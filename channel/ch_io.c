@@ -1,6 +1,7 @@
 /*  ch_io - writing channel messages to a file descriptor. */
 #include "ch_io.h"
-#include "ch_util.h"
+#include "ch_clock.h"
+#include "ch_frame.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -14,7 +15,7 @@
 static int
 s_wait_writable (int fd, int64_t deadline)
 {
-    int left = deadline < 0 ? -1 : (int) (deadline - ch_now_ms ());
+    int left = deadline < 0 ? -1 : (int) (deadline - ch_clock_mono_ms ());
     if (deadline >= 0 && left <= 0)
         return -ETIMEDOUT;
     struct pollfd pf = { fd, POLLOUT, 0 };
@@ -22,32 +23,49 @@ s_wait_writable (int fd, int64_t deadline)
     return rc == 0 ? -ETIMEDOUT : 0;
 }
 
-int
-ch_write_all (int fd, struct iovec *iov, int iovcnt, int timeout_ms)
+//  ch_write_all's loop, with the failed write's own errno (-EIO when it
+//  wrote nothing).
+static int
+s_writev_all (int fd, struct iovec *iov, int iovcnt, int timeout_ms)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : ch_now_ms () + timeout_ms;
-    while (iovcnt > 0) {
-        ssize_t n = writev (fd, iov, iovcnt);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (s_wait_writable (fd, deadline) < 0)
-                return -ETIMEDOUT;
-            continue;
-        }
-        if (n < 0)
-            return -EPIPE;
+    int64_t deadline = timeout_ms < 0 ? -1 : ch_clock_mono_ms () + timeout_ms;
+    for (ssize_t n = 0; ; ) {
         while (iovcnt > 0 && (size_t) n >= iov->iov_len) {
             n -= (ssize_t) iov->iov_len;
             iov++;
             iovcnt--;
         }
-        if (iovcnt > 0) {
-            iov->iov_base = (uint8_t *) iov->iov_base + n;
-            iov->iov_len -= (size_t) n;
+        if (iovcnt == 0)
+            return 0;
+        iov->iov_base = (uint8_t *) iov->iov_base + n;
+        iov->iov_len -= (size_t) n;
+        n = writev (fd, iov, iovcnt);
+        if (n > 0)
+            continue;
+        if (n == 0)
+            return -EIO;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (s_wait_writable (fd, deadline) < 0)
+                return -ETIMEDOUT;
         }
+        else if (errno != EINTR)
+            return -errno;
+        n = 0;
     }
-    return 0;
+}
+
+int
+ch_write_all (int fd, struct iovec *iov, int iovcnt, int timeout_ms)
+{
+    int rc = s_writev_all (fd, iov, iovcnt, timeout_ms);
+    return rc == -ETIMEDOUT ? rc : rc < 0 ? -EPIPE : 0;
+}
+
+int
+ch_write_bytes (int fd, const void *data, size_t len)
+{
+    struct iovec iov = { (void *) data, len };
+    return len ? s_writev_all (fd, &iov, 1, -1) : 0;
 }
 
 size_t

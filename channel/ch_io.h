@@ -3,7 +3,8 @@
     Two ways out, for two kinds of writer:
     - ch_write_all / ch_write_msg here: the whole message now, for threads
       that may wait (the kernel, blocking drivers such as the template
-      builder);
+      builder), and ch_write_bytes, the same loop for plain bytes (files,
+      logs);
     - ch_outq: a queue that a reactor flushes when the fd is writable, for
       the gateway and init, which must never wait on their peer. It frames
       messages with ch_wire_size and ch_wire_iov.
@@ -26,6 +27,11 @@
 //  (-1: no limit). 0, -ETIMEDOUT, or -EPIPE (the peer is gone, or any other
 //  write error).
 int ch_write_all (int fd, struct iovec *iov, int iovcnt, int timeout_ms);
+
+//  All of data[0..len) into fd (a file, a pipe, a log) as ch_write_all
+//  writes, with no time limit. 0, or the failed write's -errno (-ENOSPC,
+//  -EFBIG, ...; -EIO when it wrote nothing).
+int ch_write_bytes (int fd, const void *data, size_t len);
 
 //  Bytes msg takes on the wire with its JSON of json_len bytes: 0 when a
 //  frame is out of 1..max_frame (an empty buffer cannot be framed).

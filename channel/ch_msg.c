@@ -282,6 +282,14 @@ ch_msg_id (const ch_msg_t *self)
     return t ? t : "";
 }
 
+const char *
+ch_msg_parent_id (const ch_msg_t *self)
+{
+    assert (self);
+    const char *t = json_string_value (json_object_get (self->parent, "msg_id"));
+    return t ? t : "";
+}
+
 void
 ch_buf_release (void *data, ch_free_fn *free_fn, void *hint)
 {

@@ -67,6 +67,8 @@ json_t *ch_msg_metadata (const ch_msg_t *self);
 json_t *ch_msg_content (const ch_msg_t *self);
 //  msg_id of the header, or "" when missing.
 const char *ch_msg_id (const ch_msg_t *self);
+//  msg_id of the parent_header (the request this answers), or "" when missing.
+const char *ch_msg_parent_id (const ch_msg_t *self);
 
 //  Buffers: the decoded count the frame announced, and those attached so far.
 size_t ch_msg_nbuffers_expected (const ch_msg_t *self);

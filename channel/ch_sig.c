@@ -1,8 +1,10 @@
-/*  ch_sig - a child's signal state, reset before exec. */
+/*  ch_sig - signals through a signalfd; a child's signal state. */
 #include "ch_sig.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -28,4 +30,20 @@ ch_sig_defaults (void)
     sigset_t none;
     sigemptyset (&none);
     sigprocmask (SIG_SETMASK, &none, NULL);
+}
+
+int
+ch_sig_fd (const int *sigs, bool only)
+{
+    sigset_t set;
+    sigemptyset (&set);
+    for (const int *s = sigs; s && *s; s++)
+        sigaddset (&set, *s);
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigaction (SIGPIPE, &sa, NULL);
+    sigprocmask (only ? SIG_SETMASK : SIG_BLOCK, &set, NULL);
+    int fd = signalfd (-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    return fd < 0 ? -errno : fd;
 }

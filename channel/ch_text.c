@@ -1,4 +1,4 @@
-/*  ch_text - stream text: JSON escaping, UTF-8 cuts. */
+/*  ch_text - stream text: JSON escaping, UTF-8 cuts, printable ASCII. */
 #include "ch_text.h"
 
 #include <errno.h>
@@ -230,4 +230,12 @@ ch_text_stream_content (const char *name, const uint8_t *text, size_t len, size_
     *out_p = (uint8_t *) out;
     *len_p = o + 2;
     return 0;
+}
+
+void
+ch_text_printable (char *text, const char *also)
+{
+    for (unsigned char *p = (unsigned char *) text; *p; p++)
+        if (*p < 0x20 || *p > 0x7e || (also && strchr (also, *p)))
+            *p = '?';
 }

@@ -1,5 +1,6 @@
 /*  ch_text - stream text: JSON escaping that makes UTF-8 valid on the way,
-    and where UTF-8 text may be cut.
+    and where UTF-8 text may be cut; and text made printable ASCII for one
+    line of a terminal or a log.
 
     The kernel escapes its queued output with it; the gateway escapes the
     raw texts a kernel sends as bytes (docs/channel.md "Raw stream texts")
@@ -36,5 +37,11 @@ size_t ch_utf8_cut (const uint8_t *p, size_t len, size_t cap);
 //  U+FFFD. -EMSGSIZE (nothing allocated) when it would be over cap bytes.
 int ch_text_stream_content (const char *name, const uint8_t *text, size_t len, size_t cap,
                             uint8_t **out_p, size_t *len_p);
+
+//  Every byte of text outside printable ASCII (below 0x20, 0x7f and up),
+//  and every byte in also (NULL: none), replaced in place by '?': text that
+//  may quote a kernel, a guest or a path, cut anywhere, then fits one line
+//  and stays valid UTF-8 (and JSON, once escaped).
+void ch_text_printable (char *text, const char *also);
 
 #endif

@@ -72,14 +72,6 @@ ch_sha256_file (const char *path, int extra_flags, char hex [65], off_t *size_p)
     return rc;
 }
 
-int64_t
-ch_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int
 ch_mkdir_p (const char *path, mode_t mode)
 {

@@ -17,9 +17,6 @@ int ch_sha256_file (const char *path, int extra_flags, char hex [65], off_t *siz
 //  The digest of 32 bytes as lowercase hex (65 bytes with the NUL).
 void ch_hex32 (const unsigned char md [32], char hex [65]);
 
-//  CLOCK_MONOTONIC in milliseconds.
-int64_t ch_now_ms (void);
-
 //  mkdir -p: path and every missing parent, with mode. Existing ones are
 //  left as they are. 0 or -errno.
 int ch_mkdir_p (const char *path, mode_t mode);

@@ -1,8 +1,9 @@
 /*  kn_capture - stdout and stderr: buffered Python text, fd-level pipes. */
 #include "kn_capture.h"
 #include "ch_text.h"
-#include "ch_util.h"
+#include "ch_clock.h"
 #include "kn_log.h"
+#include "ch_io.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -126,7 +127,7 @@ s_arm (kn_capture_t *self, bool from_thread)
 {
     if (self->first_ms)
         return;
-    self->first_ms = ch_now_ms ();
+    self->first_ms = ch_clock_mono_ms ();
     if (self->idle && !from_thread) {
         self->idle = false;
         ssize_t w = write (self->wake [1], "w", 1);
@@ -313,20 +314,6 @@ s_register_atfork (void)
     pthread_atfork (NULL, NULL, s_atfork_child);
 }
 
-static void
-s_write_fd (int fd, const unsigned char *data, size_t len)
-{
-    while (len) {
-        ssize_t n = write (fd, data, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
-        data += n;
-        len -= (size_t) n;
-    }
-}
-
 bool
 kn_capture_writev (kn_capture_t *self, int stream, const struct iovec *iov, int n)
 {
@@ -338,7 +325,7 @@ kn_capture_writev (kn_capture_t *self, int stream, const struct iovec *iov, int 
         return false;
     if (self->child) {
         for (int i = 0; i < n; i++)
-            s_write_fd (self->target [stream], iov [i].iov_base, iov [i].iov_len);
+            (void) ch_write_bytes (self->target [stream], iov [i].iov_base, iov [i].iov_len);
         return false;
     }
     pthread_mutex_lock (&self->lock);
@@ -391,7 +378,7 @@ kn_capture_write_now (kn_capture_t *self, int stream, const void *data, size_t l
 {
     assert (self && (stream == KN_STDOUT || stream == KN_STDERR));
     if (self->child) {
-        s_write_fd (self->target [stream], data, len);
+        (void) ch_write_bytes (self->target [stream], data, len);
         return;
     }
     pthread_mutex_lock (&self->send);
@@ -460,7 +447,7 @@ s_wait (kn_capture_t *self, struct pollfd *p)
 {
     int timeout = -1;
     if (self->first_ms) {
-        int64_t left = self->first_ms + self->window_ms - ch_now_ms ();
+        int64_t left = self->first_ms + self->window_ms - ch_clock_mono_ms ();
         timeout = left > 0 ? (int) left : 0;
     }
     self->idle = timeout < 0;
@@ -504,7 +491,7 @@ s_thread (void *arg)
         for (int i = 0; rc > 0 && i < 2; i++)
             if (p [i].revents & POLLIN)
                 got += s_read_pipe (self, i, true);
-        int64_t now = ch_now_ms ();
+        int64_t now = ch_clock_mono_ms ();
         bool due = self->first_ms && (now - self->first_ms >= self->window_ms
                                       || self->q.len >= KN_CAPTURE_PENDING_MAX);
         if (due && !self->stop) {
@@ -575,7 +562,7 @@ kn_capture_new (const kn_capture_config_t *config, kn_capture_emit_fn *emit, voi
     pthread_once (&s_atfork_once, s_register_atfork);
     return self;
 fail:
-    kn_log (KN_LOG_ERROR, "capture.fail", "reason=\"cannot capture fd %d/%d: %s\"",
+    kn_log (CH_LOG_ERROR, "capture.fail", "reason=\"cannot capture fd %d/%d: %s\"",
             self->target [0], self->target [1], strerror (errno));
     kn_capture_destroy (&self);
     return NULL;

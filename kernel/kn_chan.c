@@ -116,7 +116,7 @@ kn_chan_send (kn_chan_t *self, ch_msg_t **msg_p)
         self->wdead = 1;
     pthread_mutex_unlock (&self->wlock);
     if (rc == -EMSGSIZE)
-        kn_log (KN_LOG_WARN, "chan.drop", "msg_type=%s reason=\"a frame is over the "
+        kn_log (CH_LOG_WARN, "chan.drop", "msg_type=%s reason=\"a frame is over the "
                 "%u-byte limit\"", ch_msg_type (*msg_p), self->max_frame);
     ch_msg_destroy (msg_p);
     return rc;
@@ -133,7 +133,7 @@ s_frames (kn_chan_t *self, const char *msg_type, const struct iovec *iov, int n,
         total += iov [i].iov_len;
     if (ch_frame_encode_header (hdr, total, self->max_frame) < 0
     ||  (buf && ch_frame_encode_header (hdr + CH_FRAME_HDR, buf->iov_len, self->max_frame) < 0)) {
-        kn_log (KN_LOG_WARN, "chan.drop", "msg_type=%s bytes=%zu reason=\"a frame is over the "
+        kn_log (CH_LOG_WARN, "chan.drop", "msg_type=%s bytes=%zu reason=\"a frame is over the "
                 "%u-byte limit\"", msg_type, total + (buf ? buf->iov_len : 0), self->max_frame);
         return -EMSGSIZE;
     }

@@ -39,7 +39,7 @@ kn_kernel_new (kn_chan_t *chan, const kn_kernel_config_t *config)
                           && (config->outdir [n] == '/' || !config->outdir [n]);
         self->outfiles = kn_outfiles_new (config->outdir, KN_OUTFILES_CAP);
         if (!self->outfiles) {
-            kn_log (KN_LOG_ERROR, "outdir.fail", "dir=\"%s\" reason=\"%s\"",
+            kn_log (CH_LOG_ERROR, "outdir.fail", "dir=\"%s\" reason=\"%s\"",
                     config->outdir, strerror (errno));
             kn_kernel_destroy (&self);
         }
@@ -110,7 +110,7 @@ s_send (kn_kernel_t *self, ch_channel_t ch, const char *type, const json_t *pare
 {
     ch_msg_t *msg = ch_msg_new (ch, type, parent, content_p, self->session);
     if (kn_chan_send (self->chan, &msg) == -EPIPE)
-        kn_log (KN_LOG_DEBUG, "chan.closed", "msg_type=%s", type);
+        kn_log (CH_LOG_DEBUG, "chan.closed", "msg_type=%s", type);
 }
 
 static void
@@ -224,7 +224,7 @@ s_send_hello (kn_kernel_t *self)
 static void
 s_protocol_error (kn_kernel_t *self, const char *why, bool fatal)
 {
-    kn_log (fatal ? KN_LOG_ERROR : KN_LOG_WARN, "chan.bad_input",
+    kn_log (fatal ? CH_LOG_ERROR : CH_LOG_WARN, "chan.bad_input",
             "fatal=%s reason=\"%s\"", fatal ? "true" : "false", why);
     json_t *c = json_pack ("{s:s, s:b}", "error", why, "fatal", fatal);
     s_send (self, CH_CELLVM, "protocol_error", NULL, &c);
@@ -246,12 +246,12 @@ s_enter_workspace (kn_kernel_t *self, const char *cwd)
     if (cwd && cwd [0] == '/') {
         if (chdir (cwd) == 0)
             return;
-        kn_log (KN_LOG_WARN, "kernel.chdir", "dir=%s reason=\"%s\"", cwd, strerror (errno));
+        kn_log (CH_LOG_WARN, "kernel.chdir", "dir=%s reason=\"%s\"", cwd, strerror (errno));
     }
     if (chdir (KN_WORKSPACE) == 0)
-        kn_log (KN_LOG_DEBUG, "kernel.chdir", "dir=%s", KN_WORKSPACE);
+        kn_log (CH_LOG_DEBUG, "kernel.chdir", "dir=%s", KN_WORKSPACE);
     else if (errno != ENOENT && errno != ENOTDIR)
-        kn_log (KN_LOG_INFO, "kernel.chdir", "dir=%s reason=\"%s\"", KN_WORKSPACE,
+        kn_log (CH_LOG_INFO, "kernel.chdir", "dir=%s reason=\"%s\"", KN_WORKSPACE,
                 strerror (errno));
 }
 
@@ -295,7 +295,7 @@ s_shutdown (kn_kernel_t *self, const ch_msg_t *req)
     c = json_pack ("{s:s, s:b, s:i}", "reason", "shutdown_request", "restart", again,
                    "status", 0);
     s_send (self, CH_CELLVM, "exiting", NULL, &c);
-    kn_log (KN_LOG_INFO, "kernel.exit", "reason=shutdown_request restart=%s",
+    kn_log (CH_LOG_INFO, "kernel.exit", "reason=shutdown_request restart=%s",
             again ? "true" : "false");
     //  Python may be mid-cell on the main thread: leave without finalising it.
     _exit (0);
@@ -346,7 +346,7 @@ s_on_control (kn_kernel_t *self, const ch_msg_t *msg)
         char why [300];
         snprintf (why, sizeof why, "%s is not handled on the control channel", type);
         c = s_error_content ("UnknownMessageType", why);
-        kn_log (KN_LOG_WARN, "control.unknown", "msg_type=\"%.100s\"", type);
+        kn_log (CH_LOG_WARN, "control.unknown", "msg_type=\"%.100s\"", type);
     }
     s_reply (self, msg, &c);
     s_status (self, parent, "idle");
@@ -389,7 +389,7 @@ s_on_stdin (kn_kernel_t *self, const ch_msg_t *msg)
     }
     pthread_mutex_unlock (&self->lock);
     if (!take)
-        kn_log (KN_LOG_WARN, "stdin.drop", "reason=\"no input() is waiting for this reply\"");
+        kn_log (CH_LOG_WARN, "stdin.drop", "reason=\"no input() is waiting for this reply\"");
 }
 
 static void
@@ -437,7 +437,7 @@ s_reader (void *arg)
         }
         ch_msg_destroy (&msg);
     }
-    kn_log (KN_LOG_INFO, "chan.eof", "reason=\"the driver closed the channel\"");
+    kn_log (CH_LOG_INFO, "chan.eof", "reason=\"the driver closed the channel\"");
     pthread_mutex_lock (&self->lock);
     self->closed = 1;
     pthread_cond_broadcast (&self->cond);
@@ -519,7 +519,7 @@ s_reseed (kn_kernel_t *self)
                                      ch_msg_content (self->reseed));
     ch_msg_destroy (&self->reseed);
     const char *st = json_string_value (json_object_get (r, "status"));
-    kn_log (st && !strcmp (st, "ok") ? KN_LOG_INFO : KN_LOG_ERROR, "kernel.reseed",
+    kn_log (st && !strcmp (st, "ok") ? CH_LOG_INFO : CH_LOG_ERROR, "kernel.reseed",
             "status=%s", st ? st : "?");
     json_decref (r);
 }
@@ -690,7 +690,7 @@ kn_kernel_run (kn_kernel_t *self)
     if (rc != 0)
         return 1;
     s_send_hello (self);
-    kn_log (KN_LOG_INFO, "kernel.ready", "session=%s", self->session);
+    kn_log (CH_LOG_INFO, "kernel.ready", "session=%s", self->session);
     s_item_t *it;
     while ((it = s_next (self))) {
         s_on_shell (self, &it->msg);

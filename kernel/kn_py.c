@@ -182,8 +182,8 @@ s_log (PyObject *module, PyObject *args)
     const char *level, *event, *text;
     if (!PyArg_ParseTuple (args, "sss", &level, &event, &text))
         return NULL;
-    int l = kn_log_level_parse (level);
-    kn_log (l < 0 ? KN_LOG_INFO : (kn_log_level_t) l, event, "text=\"%s\"", text);
+    int l = ch_log_level_parse (level);
+    kn_log (l < 0 ? CH_LOG_INFO : (ch_log_level_t) l, event, "text=\"%s\"", text);
     Py_RETURN_NONE;
 }
 
@@ -470,7 +470,7 @@ s_comm (void *ctx, const ch_msg_t *msg)
     if (!r) {
         char why [512];
         s_error_text (why, sizeof why);
-        kn_log (KN_LOG_ERROR, "comm.fail", "msg_type=%s reason=\"%s\"", ch_msg_type (msg), why);
+        kn_log (CH_LOG_ERROR, "comm.fail", "msg_type=%s reason=\"%s\"", ch_msg_type (msg), why);
     }
     Py_XDECREF (r);
     Py_XDECREF (bufs);
@@ -498,7 +498,7 @@ s_debug (void *ctx, const json_t *header, const json_t *content)
         else {
             char why [512];
             s_error_text (why, sizeof why);
-            kn_log (KN_LOG_ERROR, "debug.fail", "reason=\"%s\"", why);
+            kn_log (CH_LOG_ERROR, "debug.fail", "reason=\"%s\"", why);
         }
         Py_XDECREF (r);
         PyGILState_Release (g);

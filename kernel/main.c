@@ -60,7 +60,7 @@ s_parse (int argc, char **argv, s_args_t *a)
             case 'm': a->max_frame = (uint32_t) strtoul (optarg, &end, 10);
                       if (*end || a->max_frame < 1024) return -EINVAL;
                       break;
-            case 'l': a->log_level = kn_log_level_parse (optarg);
+            case 'l': a->log_level = ch_log_level_parse (optarg);
                       if (a->log_level < 0) return -EINVAL;
                       break;
             case 'h': s_usage (stdout); exit (0);
@@ -132,7 +132,7 @@ static void
 s_start_log (const s_args_t *a)
 {
     int logfd = fcntl (2, F_DUPFD_CLOEXEC, 3);
-    kn_log_init (logfd >= 0 ? logfd : 2, (kn_log_level_t) a->log_level);
+    kn_log_init (logfd >= 0 ? logfd : 2, (ch_log_level_t) a->log_level);
 }
 
 //  The kernel on the channel fd, and the capture of fd 1 and 2 into it.
@@ -174,7 +174,7 @@ s_serve (kn_kernel_t *kernel, kn_capture_t *capture, kn_py_t *py)
 int
 main (int argc, char **argv)
 {
-    s_args_t a = { -1, NULL, "/workspace/out", CH_FRAME_MAX_DEFAULT, KN_LOG_INFO };
+    s_args_t a = { -1, NULL, "/workspace/out", CH_FRAME_MAX_DEFAULT, CH_LOG_INFO };
     if (s_parse (argc, argv, &a) < 0) {
         s_usage (stderr);
         return 2;
@@ -183,7 +183,7 @@ main (int argc, char **argv)
     s_start_log (&a);
     int fd = s_open_channel (&a);
     if (fd < 0) {
-        kn_log (KN_LOG_ERROR, "chan.open", "reason=\"cannot open the channel: %s\"",
+        kn_log (CH_LOG_ERROR, "chan.open", "reason=\"cannot open the channel: %s\"",
                 strerror (errno));
         return 2;
     }
@@ -196,7 +196,7 @@ main (int argc, char **argv)
     kn_py_t *py = capture ? kn_py_new (kernel, capture, err, sizeof err) : NULL;
     int status = 1;
     if (!py) {
-        kn_log (KN_LOG_ERROR, "kernel.start", "reason=\"%s\"", err[0] ? err : "see above");
+        kn_log (CH_LOG_ERROR, "kernel.start", "reason=\"%s\"", err[0] ? err : "see above");
         goto done;
     }
     status = s_serve (kernel, capture, py);

@@ -212,10 +212,3 @@ mc_kclient_recv (mc_kclient_t *self, ch_channel_t ch, ch_msg_t **msg_p, const ch
     zmsg_destroy (&zmsg);
     return rc == 0 ? 0 : -EBADMSG;
 }
-
-const char *
-mc_kclient_parent_id (const ch_msg_t *msg)
-{
-    const char *id = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
-    return id ? id : "";
-}

@@ -43,7 +43,4 @@ void *mc_kclient_handle (mc_kclient_t *self, ch_channel_t ch);
 //  *why says why). Call until -EAGAIN after a poll.
 int mc_kclient_recv (mc_kclient_t *self, ch_channel_t ch, ch_msg_t **msg_p, const char **why);
 
-//  The parent msg_id a message answers ("" when none).
-const char *mc_kclient_parent_id (const ch_msg_t *msg);
-
 #endif

@@ -16,11 +16,10 @@ mc_life_notice (const ch_msg_t *msg, char *out, size_t cap)
     json_t *content = ch_msg_content (msg);
     const char *name = json_string_value (json_object_get (content, "name"));
     const char *text = json_string_value (json_object_get (content, "text"));
-    json_t *parent_id = json_object_get (ch_msg_parent (msg), "msg_id");
     if (ch_msg_channel (msg) != CH_IOPUB || strcmp (ch_msg_type (msg), "stream") != 0
         || !name || strcmp (name, "stderr") != 0 || !text
         || strncmp (text, NOTICE_PREFIX, strlen (NOTICE_PREFIX)) != 0
-        || (json_string_value (parent_id) && *json_string_value (parent_id)))
+        || *ch_msg_parent_id (msg))
         return false;
     snprintf (out, cap, "%s", text);
     size_t n = strlen (out);

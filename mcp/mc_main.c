@@ -19,12 +19,14 @@
 
 #include <czmq.h>
 
-#include "ch_util.h"
+#include "ch_clock.h"
 #include "mc_args.h"
 #include "mc_lines.h"
 #include "mc_log.h"
 #include "mc_spec.h"
 #include "mc_server.h"
+#include "ch_io.h"
+#include "ch_sig.h"
 
 #define TICK_MS 50
 #define READ_CHUNK (1u << 20)
@@ -46,17 +48,10 @@ static void
 s_write (void *ctx, const char *line, size_t len)
 {
     app_t *app = ctx;
-    while (app->stdout_ok && len > 0) {
-        ssize_t n = write (STDOUT_FILENO, line, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            mc_log (MC_LOG_INFO, "client.gone", "why=\"stdout: %s\"", strerror (errno));
-            app->stdout_ok = false;
-            break;
-        }
-        line += n;
-        len -= (size_t) n;
+    int rc = app->stdout_ok ? ch_write_bytes (STDOUT_FILENO, line, len) : 0;
+    if (rc < 0) {
+        mc_log (CH_LOG_INFO, "client.gone", "why=\"stdout: %s\"", strerror (-rc));
+        app->stdout_ok = false;
     }
 }
 
@@ -65,8 +60,8 @@ s_shutdown (app_t *app, const char *why)
 {
     if (app->shutdown_ms)
         return;
-    app->shutdown_ms = ch_now_ms ();
-    mc_log (MC_LOG_INFO, "mcp.shutdown", "why=\"%s\" sessions=%zu", why,
+    app->shutdown_ms = ch_clock_mono_ms ();
+    mc_log (CH_LOG_INFO, "mcp.shutdown", "why=\"%s\" sessions=%zu", why,
             mc_server_sessions (app->server));
     mc_server_shutdown (app->server, app->shutdown_ms);
 }
@@ -114,7 +109,7 @@ s_run (app_t *app)
     if (!items || !buf)
         abort ();
     while (true) {
-        int64_t now = ch_now_ms ();
+        int64_t now = ch_clock_mono_ms ();
         if (!app->stdout_ok)
             s_shutdown (app, "stdout closed");
         if (app->shutdown_ms && (mc_server_sessions (app->server) == 0
@@ -126,14 +121,14 @@ s_run (app_t *app)
         size_t n = 2 + mc_server_pollitems (app->server, items + 2, MAX_ITEMS - 2);
         if (zmq_poll (items, (int) n, TICK_MS) < 0 && errno != EINTR)
             break;
-        now = ch_now_ms ();
+        now = ch_clock_mono_ms ();
         mc_server_on_poll (app->server, items + 2, n - 2, now);
         if (items [1].revents & ZMQ_POLLIN)
             s_on_signal (app);
         if (items [0].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) {
             s_read_stdin (app, buf);
             //  Start what was just asked for now, not at the next tick (50 ms).
-            mc_server_on_poll (app->server, NULL, 0, ch_now_ms ());
+            mc_server_on_poll (app->server, NULL, 0, ch_clock_mono_ms ());
         }
     }
     free (items);
@@ -165,19 +160,6 @@ s_make_dir (const mc_options_t *opts, char *dir, size_t cap)
     return 0;
 }
 
-static int
-s_signals (void)
-{
-    sigset_t set;
-    sigemptyset (&set);
-    sigaddset (&set, SIGTERM);
-    sigaddset (&set, SIGINT);
-    sigaddset (&set, SIGHUP);
-    sigprocmask (SIG_BLOCK, &set, NULL);
-    signal (SIGPIPE, SIG_IGN);
-    return signalfd (-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-}
-
 //  The kernelspec, refused when it is unsafe-local and not allowed.
 static mc_spec_t *
 s_spec (const mc_options_t *opts)
@@ -205,21 +187,22 @@ main (int argc, char **argv)
     mc_log_set_level (opts.log_level);
     zsys_handler_set (NULL);
     char dir [PATH_MAX];
-    app_t app = { NULL, mc_lines_new (opts.max_request), true, true, s_signals (), 0 };
+    int sigfd = ch_sig_fd ((const int []) { SIGTERM, SIGINT, SIGHUP, 0 }, false);
+    app_t app = { NULL, mc_lines_new (opts.max_request), true, true, sigfd, 0 };
     mc_spec_t *spec = s_spec (&opts);
     if (!spec || app.sigfd < 0 || s_make_dir (&opts, dir, sizeof dir) != 0) {
         rc = 1;
         goto fail;
     }
     if (mc_spec_unsafe (spec))
-        mc_log (MC_LOG_WARN, "backend.unsafe", "kernelspec=%s isolation=none", mc_spec_path (spec));
+        mc_log (CH_LOG_WARN, "backend.unsafe", "kernelspec=%s isolation=none", mc_spec_path (spec));
     app.server = mc_server_new (&opts, spec, dir, s_write, &app);
-    mc_log (MC_LOG_INFO, "mcp.start", "pid=%d kernelspec=%s dir=%s", (int) getpid (),
+    mc_log (CH_LOG_INFO, "mcp.start", "pid=%d kernelspec=%s dir=%s", (int) getpid (),
             mc_spec_path (spec), dir);
     s_run (&app);
     mc_server_destroy (&app.server);
     nftw (dir, s_rm, 16, FTW_DEPTH | FTW_PHYS);
-    mc_log (MC_LOG_INFO, "mcp.exit", "status=0");
+    mc_log (CH_LOG_INFO, "mcp.exit", "status=0");
 fail:
     mc_spec_destroy (&spec);
     mc_lines_destroy (&app.lines);

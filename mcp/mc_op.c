@@ -9,7 +9,7 @@
 #include "mc_clip.h"
 #include "mc_fileres.h"
 #include "mc_op.h"
-#include "ch_util.h"
+#include "ch_clock.h"
 
 //  One cellvm_put_request carries at most this much (the gateway's default
 //  --max-msg is 64 MiB; docs/files.md).
@@ -376,7 +376,7 @@ mc_op_result (mc_op_t *self)
         return json_incref (self->result);
     if (self->call->tool != MC_TOOL_RUN_PYTHON)
         return s_file_result (self);
-    mc_shape_elapsed (self->shape, (double) (ch_now_ms () - self->start_ms) / 1000.0);
+    mc_shape_elapsed (self->shape, (double) (ch_clock_mono_ms () - self->start_ms) / 1000.0);
     if (self->interrupted && !self->cancelled)
         mc_shape_end (self->shape, MC_END_TIMEOUT, self->limit_s, NULL);
     return mc_shape_result (self->shape);

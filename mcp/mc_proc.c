@@ -17,6 +17,7 @@
 #include "mc_proc.h"
 #include "mc_spec.h"
 #include "ch_sig.h"
+#include "ch_child.h"
 
 //  s with every "{connection_file}" replaced by conn; new.
 static char *
@@ -103,18 +104,14 @@ s_child (char **argv, char **envp, int logfd, int nullfd, int errfd)
     //  cellvm-mcp's own launcher ignored (SIGINT for a background job).
     ch_sig_defaults ();
     setsid ();
-    prctl (PR_SET_PDEATHSIG, SIGTERM);
-    dup2 (nullfd, 0);
-    dup2 (logfd, 1);
-    dup2 (logfd, 2);
-    dup2 (errfd, 3);
-    close_range (4, ~0U, 0);
+    ch_child_tie (0, SIGTERM);
+    int rc = ch_child_fds ((const int []) { nullfd, logfd, logfd, errfd }, 4, false);
     fcntl (3, F_SETFD, FD_CLOEXEC);
-    execve (argv [0], argv, envp);
-    int e = errno;
-    if (write (3, &e, sizeof e) < 0)
-        _exit (127);
-    _exit (127);
+    if (rc == 0)
+        execve (argv [0], argv, envp);
+    else
+        errno = -rc;
+    ch_child_exec_failed (rc == 0 ? 3 : errfd);
 }
 
 //  Fork and exec; wait for the exec through the CLOEXEC pipe.
@@ -127,18 +124,18 @@ s_fork_exec (char **argv, char **envp, int logfd, int nullfd, char *err, size_t 
     pid_t pid = fork ();
     if (pid == 0)
         s_child (argv, envp, logfd, nullfd, pipefd [1]);
+    int e = errno;
     close (pipefd [1]);
-    int e = 0;
-    ssize_t n = pid > 0 ? read (pipefd [0], &e, sizeof e) : 0;
+    int rc = pid > 0 ? ch_child_wait_exec (pipefd [0]) : 0;
     close (pipefd [0]);
     if (pid < 0) {
-        snprintf (err, errlen, "cannot fork: %s", strerror (errno));
+        snprintf (err, errlen, "cannot fork: %s", strerror (e));
         return -EAGAIN;
     }
-    if (n == (ssize_t) sizeof e) {
+    if (rc < 0) {
         waitpid (pid, NULL, 0);
-        snprintf (err, errlen, "cannot run %s: %s", argv [0], strerror (e));
-        return -e;
+        snprintf (err, errlen, "cannot run %s: %s", argv [0], strerror (-rc));
+        return rc;
     }
     return pid;
 }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ch_util.h"
+#include "ch_clock.h"
 #include "mc_clip.h"
 #include "mc_life.h"
 #include "mc_log.h"
@@ -177,7 +177,7 @@ s_initialize (mc_server_t *self, json_t *id, json_t *params)
                                 "listChanged", 0, "resources", "serverInfo", "name",
                                 "cellvm-mcp", "title", "cellvm", "version", MC_VERSION,
                                 "instructions", s_instructions);
-    mc_log (MC_LOG_INFO, "mcp.initialize", "asked=%.32s version=%s", asked, version);
+    mc_log (CH_LOG_INFO, "mcp.initialize", "asked=%.32s version=%s", asked, version);
     s_reply (self, id, &result);
 }
 
@@ -213,7 +213,7 @@ s_session (mc_server_t *self, const char *name, char *why, size_t cap)
                               err, sizeof err);
     if (!session) {
         snprintf (why, cap, "The session \"%s\" could not be started: %s", name, err);
-        mc_log (MC_LOG_ERROR, "session.start_failed", "session=%s why=\"%s\"", name, err);
+        mc_log (CH_LOG_ERROR, "session.start_failed", "session=%s why=\"%s\"", name, err);
         return NULL;
     }
     self->sessions = realloc (self->sessions, (self->nsessions + 1) * sizeof *self->sessions);
@@ -275,8 +275,8 @@ s_tell_ended (mc_server_t *self, json_t *id, mc_call_t **call_p, const char *nam
     char *words = mc_life_words (name, MC_LIFE_BEFORE, tool, self->ended [i].why,
                                  self->ended [i].tail);
     mc_op_t *op = mc_op_new (call_p, id, NULL, false, self->opts, &self->shape, name);
-    json_t *result = mc_op_ended_result (op, words, ch_now_ms ());
-    mc_log (MC_LOG_INFO, "session.told", "session=%s tool=%s", name, mc_tools_name (tool));
+    json_t *result = mc_op_ended_result (op, words, ch_clock_mono_ms ());
+    mc_log (CH_LOG_INFO, "session.told", "session=%s tool=%s", name, mc_tools_name (tool));
     s_reply (self, id, &result);
     mc_op_destroy (&op);
     free (words);
@@ -393,7 +393,7 @@ s_cancelled (mc_server_t *self, mc_rpc_t *msg)
     json_t *rid = json_object_get (mc_rpc_params (msg), "requestId");
     for (size_t i = 0; rid && i < self->nsessions; i++)
         if (mc_session_cancel (self->sessions [i], rid))
-            mc_log (MC_LOG_INFO, "mcp.cancelled", "session=%s",
+            mc_log (CH_LOG_INFO, "mcp.cancelled", "session=%s",
                     mc_session_name (self->sessions [i]));
 }
 
@@ -441,7 +441,7 @@ mc_server_line (mc_server_t *self, const char *line, size_t len)
     if (len == 0 || self->shutting_down)
         return;                 //  blank lines between messages are harmless
     if (mc_rpc_decode (line, len, &msg, &code, &id, why, sizeof why) != 0) {
-        mc_log (MC_LOG_WARN, "mcp.bad_message", "code=%d why=\"%.200s\"", code, why);
+        mc_log (CH_LOG_WARN, "mcp.bad_message", "code=%d why=\"%.200s\"", code, why);
         s_error (self, id, code, why);
         json_decref (id);
         return;
@@ -463,7 +463,7 @@ mc_server_oversize (mc_server_t *self, const char *head, size_t len, size_t tota
     snprintf (why, sizeof why, "The message is %s bytes, over this server's limit of %s bytes "
               "(--max-request). Send large files in parts, or write them from a cell.",
               mc_clip_fmt_bytes (total, n1), mc_clip_fmt_bytes (self->opts->max_request, n2));
-    mc_log (MC_LOG_WARN, "mcp.too_large", "bytes=%zu", total);
+    mc_log (CH_LOG_WARN, "mcp.too_large", "bytes=%zu", total);
     s_error (self, id, MC_RPC_REQUEST_TOO_LARGE, why);
     json_decref (id);
 }

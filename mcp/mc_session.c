@@ -12,7 +12,7 @@
 
 #include <czmq.h>
 
-#include "ch_util.h"
+#include "ch_clock.h"
 #include "mc_kclient.h"
 #include "mc_life.h"
 #include "mc_log.h"
@@ -105,7 +105,7 @@ s_launch (mc_session_t *self, int64_t now_ms, char *err, size_t errlen)
     self->probe_reply = self->iopub_seen = false;
     s_set_state (self, S_STARTING, now_ms);
     s_probe (self, now_ms);
-    mc_log (MC_LOG_INFO, "session.start", "session=%s pid=%d idle_timeout_s=%g ttl_s=%g",
+    mc_log (CH_LOG_INFO, "session.start", "session=%s pid=%d idle_timeout_s=%g ttl_s=%g",
             self->name, (int) pid, self->limits [0], self->limits [1]);
     return 0;
 }
@@ -151,7 +151,7 @@ mc_session_new (const char *name, const char *dir, const mc_spec_t *spec,
     s_life_args (self);
     unlink (self->conn);
     if (mc_kclient_write_conn (self->conn, err, errlen) != 0
-        || s_launch (self, ch_now_ms (), err, errlen) != 0)
+        || s_launch (self, ch_clock_mono_ms (), err, errlen) != 0)
         goto fail;
     return self;
 fail:
@@ -243,7 +243,7 @@ s_finish_text (mc_session_t *self, const char *text, bool is_error)
 {
     if (!self->op)
         return;
-    mc_op_end (self->op, MC_END_LOST, text, ch_now_ms ());
+    mc_op_end (self->op, MC_END_LOST, text, ch_clock_mono_ms ());
     json_t *result = mc_op_text_result (text, is_error);
     if (!mc_op_cancelled (self->op))
         self->sink.result (self->sink.ctx, mc_op_rpc_id (self->op), &result);
@@ -276,10 +276,10 @@ s_lost (mc_session_t *self, const char *what)
     self->tail [0] = 0;
     if (!self->notice [0])
         mc_proc_log_tail (self->log, self->tail, sizeof self->tail);
-    mc_log (MC_LOG_WARN, "session.lost", "session=%s why=\"%s\"", self->name,
+    mc_log (CH_LOG_WARN, "session.lost", "session=%s why=\"%s\"", self->name,
             self->notice [0] ? self->notice : what ? what : "?");
     s_kill (self);
-    int64_t now = ch_now_ms ();
+    int64_t now = ch_clock_mono_ms ();
     if (self->op)
         s_tell (self, &self->op, MC_LIFE_DURING, now);
     while ((self->op = zlist_pop (self->queue)))
@@ -294,7 +294,7 @@ static void
 s_on_notice (mc_session_t *self, const char *notice, int64_t now_ms)
 {
     snprintf (self->notice, sizeof self->notice, "%s", notice);
-    mc_log (MC_LOG_INFO, "session.ending", "session=%s notice=\"%s\"", self->name, notice);
+    mc_log (CH_LOG_INFO, "session.ending", "session=%s notice=\"%s\"", self->name, notice);
     if (self->state != S_READY)
         return;                 //  starting: its exit is seen; stopping: it goes anyway
     self->stop = STOP_ENDED;
@@ -310,7 +310,7 @@ s_stop (mc_session_t *self, stop_t stop, int64_t now_ms)
     s_send (self, CH_CONTROL, "shutdown_request", &content, NULL, 0, id);
     self->stop = stop;
     s_set_state (self, S_STOPPING, now_ms);
-    mc_log (MC_LOG_INFO, "session.stop", "session=%s restart=%s", self->name,
+    mc_log (CH_LOG_INFO, "session.stop", "session=%s restart=%s", self->name,
             stop == STOP_RESTART || stop == STOP_TIMEOUT ? "yes" : "no");
 }
 
@@ -358,7 +358,7 @@ s_on_msg (mc_session_t *self, ch_msg_t *msg, int64_t now_ms)
         self->probe_reply = true;
     if (!self->op || self->state != S_READY || mc_op_tool (self->op) == MC_TOOL_RESTART
         || mc_op_tool (self->op) == MC_TOOL_CLOSE
-        || strcmp (mc_kclient_parent_id (msg), mc_op_msg_id (self->op)) != 0)
+        || strcmp (ch_msg_parent_id (msg), mc_op_msg_id (self->op)) != 0)
         return;
     if (mc_op_on_msg (self->op, msg, s_send, self, now_ms) == MC_OP_DONE)
         s_finish (self, &self->op);
@@ -379,7 +379,7 @@ mc_session_on_poll (mc_session_t *self, const zmq_pollitem_t *items, int64_t now
         for (int n = 0; n < 256 && self->kc
              && (rc = mc_kclient_recv (self->kc, chans [i], &msg, &why)) != -EAGAIN; n++) {
             if (rc != 0) {
-                mc_log (MC_LOG_WARN, "gateway.drop", "session=%s why=\"%s\"", self->name, why);
+                mc_log (CH_LOG_WARN, "gateway.drop", "session=%s why=\"%s\"", self->name, why);
                 continue;
             }
             s_on_msg (self, msg, now_ms);
@@ -412,7 +412,7 @@ s_tick_starting (mc_session_t *self, int64_t now_ms)
     }
     if (self->probe_reply && self->iopub_seen) {
         s_set_state (self, S_READY, now_ms);
-        mc_log (MC_LOG_INFO, "session.ready", "session=%s", self->name);
+        mc_log (CH_LOG_INFO, "session.ready", "session=%s", self->name);
         if (self->op && mc_op_tool (self->op) == MC_TOOL_RESTART) {
             char text [256];
             snprintf (text, sizeof text, "Restarted session \"%s\" in %.1f s: a fresh Python "
@@ -449,7 +449,7 @@ s_stopped (mc_session_t *self, const char *what, int64_t now_ms)
         return;
     }
     s_set_state (self, S_DEAD, now_ms);
-    mc_log (MC_LOG_INFO, "session.closed", "session=%s", self->name);
+    mc_log (CH_LOG_INFO, "session.closed", "session=%s", self->name);
     if (self->stop == STOP_CLOSE) {
         char text [256];
         snprintf (text, sizeof text, "Closed session \"%s\": its VM, its variables and its "
@@ -468,7 +468,7 @@ s_tick_stopping (mc_session_t *self, int64_t now_ms)
     }
     int64_t waited = now_ms - self->state_ms;
     if (waited > KILL_AFTER_MS) {
-        mc_log (MC_LOG_WARN, "session.kill", "session=%s", self->name);
+        mc_log (CH_LOG_WARN, "session.kill", "session=%s", self->name);
         s_kill (self);
         s_stopped (self, NULL, now_ms);
     }

@@ -13,6 +13,7 @@
 #include "backend/gw_wsfiles.h"
 #include "base/gw_log.h"
 #include "base/gw_worker.h"
+#include "ch_child.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -76,26 +77,20 @@ static void
 s_child_exec (s_local_t *self, pid_t parent, int chan_fd, int report_fd, char **argv)
 {
     setpgid (0, 0);
-    prctl (PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid () != parent)
+    if (ch_child_tie (parent, SIGKILL) < 0)
         _exit (127);                            //  the gateway already died
     s_child_reset_signals ();
-    //  Move both fds out of the way first: either may already sit on 3 or 4.
-    int chan_hi = fcntl (chan_fd, F_DUPFD, 10);
-    int report_hi = fcntl (report_fd, F_DUPFD_CLOEXEC, 10);
-    if (chan_hi < 0 || report_hi < 0
-    ||  dup2 (chan_hi, S_CHAN_FD) < 0 || dup3 (report_hi, S_CHAN_FD + 1, O_CLOEXEC) < 0)
-        goto fail;
-    report_fd = S_CHAN_FD + 1;
-    int null_fd = open ("/dev/null", O_RDONLY);
-    if (null_fd >= 0 && null_fd != STDIN_FILENO)
-        dup2 (null_fd, STDIN_FILENO);
-    close_range (S_CHAN_FD + 2, ~0U, 0);        //  no gateway socket leaks in
-    execv (self->path, argv);
-fail:;
-    int e = errno;
-    (void) !write (report_fd, &e, sizeof e);
-    _exit (127);
+    //  stdin /dev/null, stdout and stderr the gateway's, the channel on 3 and
+    //  the report pipe on 4; no gateway socket leaks in.
+    int fds [] = { open ("/dev/null", O_RDONLY | O_CLOEXEC), -1, -1, chan_fd, report_fd };
+    int rc = ch_child_fds (fds, S_CHAN_FD + 2, false);
+    report_fd = rc < 0 ? report_fd : S_CHAN_FD + 1;
+    fcntl (report_fd, F_SETFD, FD_CLOEXEC);
+    if (rc == 0)
+        execv (self->path, argv);
+    else
+        errno = -rc;
+    ch_child_exec_failed (report_fd);
 }
 
 //  --------------------------------------------------------------------------
@@ -103,17 +98,6 @@ fail:;
 
 //  Wait for the child to exec (the report pipe closes) or to report why it
 //  could not (an errno on the pipe).
-static int
-s_wait_exec (int report_fd)
-{
-    int e = 0;
-    ssize_t n;
-    do
-        n = read (report_fd, &e, sizeof e);
-    while (n < 0 && errno == EINTR);
-    return n == (ssize_t) sizeof e ? -(e ? e : EIO) : 0;
-}
-
 static void
 s_close_fds (int *fds, size_t n)
 {
@@ -158,7 +142,7 @@ s_start (void *ctx, int *fd_p, char *err, size_t errlen)
     self->pid = pid;
     setpgid (pid, pid);                         //  also here: no race with killpg
     s_close_fds (fds + 3, 1);
-    rc = s_wait_exec (fds [2]);
+    rc = ch_child_wait_exec (fds [2]);
     s_close_fds (fds + 1, 2);
     if (rc < 0)
         goto fail;

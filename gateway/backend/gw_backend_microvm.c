@@ -21,8 +21,8 @@
 #include "backend/gw_vmstart.h"
 #include "ch_frame.h"
 #include "ch_hello.h"
+#include "ch_clock.h"
 
-#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -122,7 +122,7 @@ s_op_send (s_self_t *self, s_op_t *op)
     int rc = gw_init_send (self->init, op->put ? "put_request" : "get_request", &c,
                            op->put ? op->data : NULL, op->put ? op->len : 0, op->id);
     gw_microvm__watch_init (self);
-    op->deadline = zclock_mono () + self->chunk_ms;
+    op->deadline = ch_clock_mono_ms () + self->chunk_ms;
     return rc;
 }
 
@@ -144,8 +144,8 @@ s_ops_send_waiting (s_self_t *self)
 static bool
 s_op_reply (s_self_t *self, const ch_msg_t *msg)
 {
-    const char *pid = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
-    for (s_op_t *op = self->ops; pid && op; op = op->next)
+    const char *pid = ch_msg_parent_id (msg);
+    for (s_op_t *op = self->ops; *pid && op; op = op->next)
         if (op->id [0] && strcmp (op->id, pid) == 0) {
             json_t *c = ch_msg_content (msg);
             char bad [400];
@@ -172,7 +172,7 @@ s_op_reply (s_self_t *self, const ch_msg_t *msg)
 static void
 s_ops_fail (s_self_t *self, bool expired_only, const char *why)
 {
-    int64_t now = zclock_mono ();
+    int64_t now = ch_clock_mono_ms ();
     s_op_t *op = self->ops;
     while (op) {
         s_op_t *next = op->next;

@@ -12,7 +12,6 @@
 #include "snap/gw_snapstore.h"
 #include "vm/gw_vmargv.h"
 
-#include <czmq.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -92,8 +91,7 @@ s_detached (s_self_t *self, bool ok, const char *why)
 bool
 gw_microvm__on_init_reply (s_self_t *self, const ch_msg_t *msg)
 {
-    const char *pid = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
-    if (!self->detach_id [0] || !pid || strcmp (pid, self->detach_id) != 0)
+    if (!self->detach_id [0] || strcmp (ch_msg_parent_id (msg), self->detach_id) != 0)
         return false;
     if (self->stop_start) {                     //  stopped meanwhile: no new VM
         self->detach_id [0] = '\0';

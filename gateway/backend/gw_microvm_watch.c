@@ -6,8 +6,9 @@
 */
 #include "backend/gw_microvm_int.h"
 #include "base/gw_log.h"
+#include "ch_text.h"
+#include "ch_clock.h"
 
-#include <czmq.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,7 +53,7 @@ gw_microvm__watch_tick (s_self_t *self)
     bool can_ping = self->init && self->init_ready && !self->starting && !self->save_done
                  && !self->detach_id [0];
     char why [400];
-    int64_t now = zclock_mono ();
+    int64_t now = ch_clock_mono_ms ();
     int rc = gw_watch_tick (self->watch, now, can_ping, why, sizeof why);
     if (rc == GW_WATCH_PING)
         s_ping (self, now);
@@ -132,9 +133,7 @@ gw_microvm__check_file_reply (const s_op_t *op, const ch_msg_t *msg, char *err, 
         return 0;
     char quoted [80];
     snprintf (quoted, sizeof quoted, "%s", path ? path : "");
-    for (char *q = quoted; *q; q++)
-        if ((unsigned char) *q < 0x20 || *q == '"' || *q == '\\' || (unsigned char) *q > 0x7e)
-            *q = '?';
+    ch_text_printable (quoted, "\"\\");
     snprintf (err, errlen, "the VM's init sent a %s reply that breaks the protocol (%s: "
               "\"%s\"); the transfer was stopped", op->put ? "put" : "get", bad, quoted);
     gw_log (GW_LOG_WARN, "vm.init_bad_reply", "reason=\"%s\" path=\"%s\"", bad, quoted);

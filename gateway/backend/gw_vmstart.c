@@ -2,10 +2,12 @@
 #include "backend/gw_vmstart.h"
 #include "disk/gw_chain.h"
 #include "base/gw_log.h"
+#include "base/gw_mem.h"
 #include "snap/gw_pool.h"
 #include "snap/gw_template.h"
 #include "snap/gw_snapstore.h"
 #include "ch_frame.h"
+#include "ch_clock.h"
 
 #include <czmq.h>
 #include <assert.h>
@@ -77,7 +79,7 @@ s_take_from_pool (gw_vmstart_t *self, gw_vmstart_result_t *res)
     gw_pool_lease_t *lease = NULL;
     if (!self->opts.pool_socket)
         return -ENOTSUP;
-    int64_t t0 = zclock_mono ();
+    int64_t t0 = ch_clock_mono_ms ();
     int rc = gw_pool_take (self->opts.pool_socket, S_POOL_MS, &lease, err, sizeof err);
     if (rc < 0) {
         gw_log (GW_LOG_INFO, "vm.pool_miss", "socket=%s reason=\"%s\"", self->opts.pool_socket,
@@ -89,12 +91,10 @@ s_take_from_pool (gw_vmstart_t *self, gw_vmstart_result_t *res)
     }
     res->kernel_fd = gw_pool_lease_take_kernel_fd (lease);
     res->init = gw_init_new (gw_pool_lease_take_init_fd (lease), CH_FRAME_MAX_DEFAULT);
-    struct timespec now;
-    clock_gettime (CLOCK_REALTIME, &now);
-    json_t *c = json_pack ("{s:f}", "time", (double) now.tv_sec + now.tv_nsec / 1e9);
+    json_t *c = json_pack ("{s:f}", "time", ch_clock_wall_s ());
     gw_init_send (res->init, "set_time_request", &c, NULL, 0, NULL);
     gw_log (GW_LOG_INFO, "vm.from_pool", "pid=%d run_dir=%s ms=%lld", gw_pool_lease_pid (lease),
-            gw_pool_lease_run_dir (lease), (long long) (zclock_mono () - t0));
+            gw_pool_lease_run_dir (lease), (long long) (ch_clock_mono_ms () - t0));
     res->vm = gw_vmh_from_lease (&lease);
     res->how = "pool";
     return 0;
@@ -106,7 +106,7 @@ s_restore (gw_vmstart_t *self, gw_vmstart_result_t *res)
 {
     char err [512] = "";
     int rc = -ENOTSUP;
-    int64_t t0 = zclock_mono ();
+    int64_t t0 = ch_clock_mono_ms ();
     gw_template_t *t = NULL;
     if (self->opts.template_dir)
         t = gw_template_open (self->opts.template_dir, &self->cfg, &rc, err, sizeof err);
@@ -125,7 +125,7 @@ s_restore (gw_vmstart_t *self, gw_vmstart_result_t *res)
         c.disk_name = top;
     }
     gw_vm_t *vm = gw_template_restore (t, &c, S_RESTORE_MS, err, sizeof err);
-    int64_t t_run = zclock_mono ();
+    int64_t t_run = ch_clock_mono_ms ();
     rc = vm ? gw_template_reseed (vm, S_RESTORE_MS, &res->init, &res->kernel_fd, err,
                                   sizeof err) : -EIO;
     if (rc < 0)
@@ -134,7 +134,7 @@ s_restore (gw_vmstart_t *self, gw_vmstart_result_t *res)
     else
         gw_log (GW_LOG_INFO, "vm.restored", "pid=%d template=%s running_ms=%lld ready_ms=%lld "
                 "run_dir=%s", gw_vm_pid (vm), gw_template_path (t), (long long) (t_run - t0),
-                (long long) (zclock_mono () - t0), gw_vm_run_dir (vm));
+                (long long) (ch_clock_mono_ms () - t0), gw_vm_run_dir (vm));
     if (rc == 0) {
         res->vm = gw_vmh_from_vm (&vm);
         res->how = "restore";
@@ -151,7 +151,7 @@ s_resume (gw_vmstart_t *self, gw_vmstart_result_t *res)
     char *err = self->error;
     size_t errlen = sizeof self->error;
     int rc = 0;
-    int64_t t0 = zclock_mono ();
+    int64_t t0 = ch_clock_mono_ms ();
     gw_snapstore_t *store = gw_snapstore_new (self->store_dir, err, errlen);
     //  Its checksum was verified when the gateway started (gw_persist), or
     //  it is this session's own pause, held open since.
@@ -169,7 +169,7 @@ s_resume (gw_vmstart_t *self, gw_vmstart_result_t *res)
         return -EIO;
     }
     gw_log (GW_LOG_INFO, "vm.resumed", "pid=%d snapshot=%s ms=%lld run_dir=%s", gw_vm_pid (vm),
-            self->snapshot, (long long) (zclock_mono () - t0), gw_vm_run_dir (vm));
+            self->snapshot, (long long) (ch_clock_mono_ms () - t0), gw_vm_run_dir (vm));
     if (self->consume && (store = gw_snapstore_new (self->store_dir, err, errlen)))
         gw_snapstore_remove (store, self->snapshot, 0, err, errlen);   //  resumed: not needed
     gw_snapstore_destroy (&store);
@@ -389,24 +389,15 @@ gw_vmstart_take (gw_vmstart_t *self, gw_vmstart_result_t *res)
     return rc;
 }
 
-static char *
-s_dup (const char *s)
-{
-    char *copy = s ? strdup (s) : NULL;
-    if (s && !copy)
-        abort ();
-    return copy;
-}
-
 void
 gw_vmstart_set_source (gw_vmstart_t *self, const gw_vmstart_source_t *src)
 {
     assert (self && src);
     pthread_mutex_lock (&self->lock);
     s_source_clear (self);
-    self->chain_dir = s_dup (src->chain_dir);
-    self->store_dir = s_dup (src->store_dir);
-    self->snapshot = s_dup (src->snapshot);
+    self->chain_dir = gw_strdup (src->chain_dir);
+    self->store_dir = gw_strdup (src->store_dir);
+    self->snapshot = gw_strdup (src->snapshot);
     self->keep_seeds = src->keep_seeds;
     self->consume = src->consume;
     pthread_mutex_unlock (&self->lock);
@@ -436,8 +427,8 @@ gw_vmstart_save (gw_vmstart_t *self, const gw_vmsave_req_t *req, const char *sto
         self->save_req.disk_top = self->save_top;
         free (self->save_store);
         free (self->save_name);
-        self->save_store = s_dup (store_dir);
-        self->save_name = s_dup (name);
+        self->save_store = gw_strdup (store_dir);
+        self->save_name = gw_strdup (name);
         self->save_state = S_RUNNING;
         pthread_cond_signal (&self->wake);
     }

@@ -103,15 +103,13 @@ gw_wsfiles_put (const char *root, const char *path, bool append, const uint8_t *
         snprintf (err, errlen, "cannot write %.200s: %s", path, s_why (fd));
         return fd;
     }
-    struct iovec iov = { (void *) data, len };
-    int rc = len ? ch_write_all (fd, &iov, 1, -1) : 0;
+    int rc = ch_write_bytes (fd, data, len);
     struct stat st;
     if (rc == 0 && fstat (fd, &st) < 0)
         rc = -errno;
     close (fd);
     if (rc < 0) {
-        snprintf (err, errlen, "cannot write %.200s: %s", path, strerror (rc == -EPIPE ? EIO
-                                                                           : -rc));
+        snprintf (err, errlen, "cannot write %.200s: %s", path, strerror (-rc));
         return rc;
     }
     char abs [4200];

@@ -1,5 +1,6 @@
 /*  gw_fs - whole files and trees on disk (see gw_fs.h). */
 #include "base/gw_fs.h"
+#include "ch_io.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -57,12 +58,9 @@ s_copy_plain (int in, int out)
             continue;
         if (n <= 0)
             return n < 0 ? -errno : 0;
-        for (ssize_t off = 0; off < n; ) {
-            ssize_t w = write (out, buf + off, (size_t) (n - off));
-            if (w < 0 && errno != EINTR)
-                return -errno;
-            off += w > 0 ? w : 0;
-        }
+        int rc = ch_write_bytes (out, buf, (size_t) n);
+        if (rc < 0)
+            return rc;
     }
 }
 

@@ -7,7 +7,8 @@
 
     The format argument should produce key=value pairs. Never log keys, and
     never log message contents above debug. Control characters in a line are
-    replaced by spaces so one event is always one line.
+    replaced by spaces so one event is always one line (the line is ch_log's,
+    the same in every cellvm program).
 */
 #ifndef GW_LOG_H
 #define GW_LOG_H
@@ -15,7 +16,12 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-typedef enum { GW_LOG_ERROR = 0, GW_LOG_WARN, GW_LOG_INFO, GW_LOG_DEBUG } gw_log_level_t;
+#include "ch_log.h"
+
+typedef enum {
+    GW_LOG_ERROR = CH_LOG_ERROR, GW_LOG_WARN = CH_LOG_WARN, GW_LOG_INFO = CH_LOG_INFO,
+    GW_LOG_DEBUG = CH_LOG_DEBUG
+} gw_log_level_t;
 
 //  Set the level and the destination (NULL means stderr). The default before
 //  any call is info to stderr. The FILE is not closed by this module.

@@ -1,6 +1,7 @@
 /*  gw_args - cellvm-gateway's options (see gw_args.h). */
 #include "cli/gw_args.h"
 #include "snap/gw_template.h"
+#include "base/gw_mem.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -465,15 +466,6 @@ gw_args_template_dir (const gw_args_t *args, char *out, size_t cap)
 //  ==========================================================================
 //  Children.
 
-static char *
-s_strdup (const char *text)
-{
-    char *copy = strdup (text);
-    if (!copy)
-        abort ();
-    return copy;
-}
-
 char **
 gw_args_child_argv (const gw_args_t *args, unsigned child, const char *template_dir)
 {
@@ -482,17 +474,17 @@ gw_args_child_argv (const gw_args_t *args, unsigned child, const char *template_
     if (!argv)
         abort ();
     int n = 0;
-    argv [n++] = s_strdup ("cellvm-gateway");
-    argv [n++] = s_strdup (child == GW_ARGS_POOL ? "--pool-daemon" : "--build-template");
+    argv [n++] = gw_strdup ("cellvm-gateway");
+    argv [n++] = gw_strdup (child == GW_ARGS_POOL ? "--pool-daemon" : "--build-template");
     for (int id = 0; id < GW_OPT_COUNT; id++) {
         const char *val = id == GW_OPT_TEMPLATE_DIR ? template_dir : args->text [id];
         if (!(s_table [id].inherit & child) || !val)
             continue;
         char name [64];
         snprintf (name, sizeof name, "--%s", s_table [id].name);
-        argv [n++] = s_strdup (name);
+        argv [n++] = gw_strdup (name);
         if (s_table [id].kind != GW_OPTKIND_FLAG)
-            argv [n++] = s_strdup (val);
+            argv [n++] = gw_strdup (val);
     }
     return argv;
 }

@@ -9,6 +9,8 @@
 #include "cli/gw_cli.h"
 #include "base/gw_runbase.h"
 #include "cli/gw_status.h"
+#include "ch_text.h"
+#include "ch_clock.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -81,14 +83,8 @@ void
 gw_cli_clean (const char *text, size_t max, char *out, size_t cap)
 {
     assert (out && cap);
-    if (!text)
-        text = "-";
-    size_t n = 0;
-    for (; text [n] && n < max && n + 1 < cap; n++) {
-        unsigned char c = (unsigned char) text [n];
-        out [n] = c < 0x20 || c >= 0x7f ? '?' : (char) c;
-    }
-    out [n] = 0;
+    snprintf (out, cap, "%.*s", (int) (max < cap ? max : cap), text ? text : "-");
+    ch_text_printable (out, NULL);
 }
 
 int
@@ -384,10 +380,9 @@ gw_cli_ls (const gw_cli_opts_t *opts, char **args, int count)
     size_t i;
     if (s_collect (opts, &all) < 0)
         return GW_CLI_FAILED;
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
+    double now = ch_clock_wall_s ();
     json_array_foreach (all, i, st)
-        s_measure (st, (double) ts.tv_sec + ts.tv_nsec / 1e9);
+        s_measure (st, now);
     if (opts->json) {
         json_dumpf (all, stdout, JSON_INDENT (1));
         printf ("\n");
@@ -475,11 +470,10 @@ s_terminate (const json_t *st)
 static double
 s_wait_gone (const json_t *st, double wait_s)
 {
-    struct timespec t0, now, nap = { 0, S_POLL_MS * 1000000L };
-    clock_gettime (CLOCK_MONOTONIC, &t0);
+    struct timespec nap = { 0, S_POLL_MS * 1000000L };
+    int64_t t0 = ch_clock_mono_ms ();
     for (;;) {
-        clock_gettime (CLOCK_MONOTONIC, &now);
-        double took = (double) (now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
+        double took = (double) (ch_clock_mono_ms () - t0) / 1e3;
         if (!gw_status_alive (st))
             return took;
         if (took >= wait_s)

@@ -51,8 +51,8 @@ void gw_cli_error (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)))
 void gw_cli_duration (double seconds, char *out, size_t cap);
 void gw_cli_bytes (double bytes, char *out, size_t cap);
 
-//  text fit for a terminal: control characters and bytes >= 0x7f become '?',
-//  at most max characters (and cap - 1). NULL becomes "-".
+//  text fit for a terminal: at most max characters (and cap - 1), made
+//  printable ASCII by ch_text_printable. NULL becomes "-".
 void gw_cli_clean (const char *text, size_t max, char *out, size_t cap);
 
 //  Seconds ("2.5": non-negative, finite) and byte counts ("10G", "512k",

@@ -4,6 +4,7 @@
 */
 #include "cli/gw_cli.h"
 #include "snap/gw_snapstore.h"
+#include "ch_clock.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -39,14 +40,6 @@ s_open (const gw_cli_opts_t *opts, gw_snapstore_t **store_p)
         return -EACCES;
     }
     return 0;
-}
-
-static double
-s_now (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    return (double) ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 //  The snapshot's "reason" from its meta.json, or NULL.
@@ -104,7 +97,7 @@ gw_cli_snap_ls (const gw_cli_opts_t *opts, char **args, int count)
         gw_snapstore_destroy (&store);
         return GW_CLI_FAILED;
     }
-    double now = s_now ();
+    double now = ch_clock_wall_s ();
     if (opts->json) {
         json_t *all = s_ls_json (items, n, now);
         json_dumpf (all, stdout, JSON_INDENT (1));
@@ -191,7 +184,7 @@ gw_cli_snap_gc (const gw_cli_opts_t *opts, char **args, int count)
         return GW_CLI_OK;
     }
     int nb = gw_snapstore_list (store, &before);
-    int rc = gw_snapstore_gc (store, opts->max_age_s, opts->max_bytes, s_now ());
+    int rc = gw_snapstore_gc (store, opts->max_age_s, opts->max_bytes, ch_clock_wall_s ());
     int na = gw_snapstore_list (store, &after);
     if (rc < 0)
         gw_cli_error ("gc of %s failed: %s", gw_snapstore_dir (store), strerror (-rc));

@@ -7,8 +7,8 @@
 #include "snap/gw_snapstore.h"
 #include "cli/gw_status.h"
 #include "snap/gw_vmsave.h"
+#include "ch_clock.h"
 
-#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
@@ -61,7 +61,7 @@ static void
 s_claim (gw_persist_t *self)
 {
     char err [600] = "", dir [PATH_MAX];
-    gw_keep_sweep (self->base, GW_KEEP_MAX_AGE_S, zclock_time () / 1000.0);
+    gw_keep_sweep (self->base, GW_KEEP_MAX_AGE_S, ch_clock_wall_s ());
     if (gw_keep_stage (self->base, self->identity, dir, sizeof dir, err, sizeof err) < 0
     ||  rmdir (dir) < 0)
         return;
@@ -278,7 +278,7 @@ gw_persist_gc_main (gw_args_t *args)
     gw_snapstore_t *store = rc == 0 ? gw_snapstore_new (dir, err, sizeof err) : NULL;
     if (store)
         rc = gw_snapstore_gc (store, args->snapshot_max_age, args->snapshot_max_bytes,
-                              zclock_time () / 1000.0);
+                              ch_clock_wall_s ());
     gw_snapstore_destroy (&store);
     if (!store && !err [0])
         snprintf (err, sizeof err, "no snapshot store: %s", strerror (-rc));

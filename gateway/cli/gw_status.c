@@ -1,9 +1,12 @@
 /*  gw_status - a gateway's status file (see gw_status.h). */
 #include "cli/gw_status.h"
 #include "base/gw_log.h"
+#include "base/gw_owndir.h"
 #include "base/gw_procstat.h"
 #include "base/gw_runbase.h"
 #include "ch_util.h"
+#include "ch_clock.h"
+#include "ch_io.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -24,7 +27,7 @@ struct _gw_status_t {
     json_t *json;                               //  the document, always whole
     bool dirty;                                 //  json differs from the file
     bool warned;                                //  a write failure was logged
-    int64_t written_ms;                         //  ch_now_ms of the last write
+    int64_t written_ms;                         //  ch_clock_mono_ms of the last write
     //  Files are written on a thread of their own: a rename on a loaded
     //  host can take longer than a reactor turn may.
     pthread_t thread;
@@ -72,27 +75,6 @@ gw_status_proc_start (pid_t pid, unsigned long long *start_p)
 //  ==========================================================================
 //  Writing
 
-//  mkdir path 0700 if missing; it must be a directory we own, not a link.
-static int
-s_private_dir (const char *path, char *err, size_t errlen)
-{
-    struct stat st;
-    const char *why = NULL;
-    if (mkdir (path, 0700) < 0 && errno != EEXIST)
-        why = strerror (errno);
-    else if (lstat (path, &st) < 0)
-        why = strerror (errno);
-    else if (!S_ISDIR (st.st_mode))
-        why = "not a directory (or a symlink)";
-    else if (st.st_uid != geteuid ())
-        why = "owned by another user";
-    else if ((st.st_mode & 07777) != 0700 && chmod (path, 0700) < 0)
-        why = strerror (errno);
-    if (why)
-        snprintf (err, errlen, "status dir %s: %s", path, why);
-    return why ? -EACCES : 0;
-}
-
 //  BASE and BASE/sessions made and checked; the file's paths into self.
 static int
 s_paths (gw_status_t *self, const char *base, char *err, size_t errlen)
@@ -111,8 +93,13 @@ s_paths (gw_status_t *self, const char *base, char *err, size_t errlen)
         snprintf (err, errlen, "cannot create %s: %s", base, strerror (-rc));
         return rc;
     }
-    rc = s_private_dir (base, err, errlen);
-    return rc < 0 ? rc : s_private_dir (dir, err, errlen);
+    char why [PATH_MAX + 64] = "";
+    rc = gw_owndir_make (base, geteuid (), why, sizeof why);
+    if (rc == 0)
+        rc = gw_owndir_make (dir, geteuid (), why, sizeof why);
+    if (rc < 0)
+        snprintf (err, errlen, "status dir %s", why);
+    return rc;
 }
 
 //  A path that is not UTF-8 cannot be JSON: null rather than nothing.
@@ -246,22 +233,6 @@ gw_status_touch (gw_status_t *self)
     gw_status_set (self, "last_activity", json_integer ((json_int_t) time (NULL)));
 }
 
-//  All of text into fd. 0 or -errno.
-static int
-s_write_all (int fd, const char *text, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write (fd, text, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EIO;
-        text += n;
-        len -= (size_t) n;
-    }
-    return 0;
-}
-
 //  text into tmp, renamed over path: readers see the old file or the new
 //  one. No fsync: the file only matters while we run.
 static int
@@ -272,7 +243,7 @@ s_write_text (gw_status_t *self, const char *text)
     if (fd < 0)
         rc = -errno;
     if (rc == 0)
-        rc = s_write_all (fd, text, strlen (text));
+        rc = ch_write_bytes (fd, text, strlen (text));
     if (fd >= 0 && close (fd) < 0 && rc == 0)
         rc = -errno;
     if (rc == 0 && rename (self->tmp, self->path) < 0)
@@ -354,7 +325,7 @@ gw_status_flush (gw_status_t *self, bool force)
     assert (self);
     if (!self->dirty)
         return 0;
-    int64_t now = ch_now_ms ();
+    int64_t now = ch_clock_mono_ms ();
     if (!force && self->written_ms && now - self->written_ms < GW_STATUS_THROTTLE_MS)
         return 0;
     int rc = s_write (self);

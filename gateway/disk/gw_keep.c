@@ -7,6 +7,7 @@
 #include "disk/gw_keep.h"
 #include "base/gw_log.h"
 #include "base/gw_fs.h"
+#include "base/gw_owndir.h"
 #include "base/gw_runbase.h"
 #include "ch_util.h"
 
@@ -93,27 +94,6 @@ gw_keep_move (const char *src, const char *dst)
 //  --------------------------------------------------------------------------
 //  BASE and kept/.
 
-//  mkdir path 0700 if missing; it must be a directory we own, not a link:
-//  in a shared /tmp someone else could have made it first.
-static int
-s_make_dir (const char *path, char *err, size_t errlen)
-{
-    struct stat st;
-    const char *why = NULL;
-    int rc = 0;
-    if ((mkdir (path, 0700) < 0 && errno != EEXIST) || lstat (path, &st) < 0)
-        rc = -errno;
-    else if (!S_ISDIR (st.st_mode))
-        rc = -ENOTDIR, why = "not a directory (or a symlink)";
-    else if (st.st_uid != geteuid ())
-        rc = -EACCES, why = "owned by another user";
-    else if ((st.st_mode & 07777) != 0700 && chmod (path, 0700) < 0)
-        rc = -errno;
-    if (rc < 0)
-        snprintf (err, errlen, "%s: %s", path, why ? why : strerror (-rc));
-    return rc;
-}
-
 //  Open path, a directory we own, not through a symlink. fd or -errno + err.
 static int
 s_open_own_dir (const char *path, char *err, size_t errlen)
@@ -148,9 +128,9 @@ s_open_kept (const char *base, bool create, char *kept, size_t cap, char *err, s
         snprintf (err, errlen, "keep base is missing or too long");
         return -ENAMETOOLONG;
     }
-    int rc = create ? s_make_dir (base, err, errlen) : 0;
+    int rc = create ? gw_owndir_make (base, geteuid (), err, errlen) : 0;
     if (rc == 0 && create)
-        rc = s_make_dir (kept, err, errlen);
+        rc = gw_owndir_make (kept, geteuid (), err, errlen);
     return rc < 0 ? rc : s_open_own_dir (kept, err, errlen);
 }
 

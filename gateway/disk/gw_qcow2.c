@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "disk/gw_qcow2.h"
+#include "ch_io.h"
 
 #define S_CLUSTER_BITS 16
 #define S_CLUSTER (1u << S_CLUSTER_BITS)
@@ -134,17 +135,8 @@ gw_qcow2_create (const char *path, uint64_t size, const char *backing, const cha
         rc = -errno;
         goto fail;
     }
-    for (size_t done = 0; done < len; ) {
-        ssize_t n = write (fd, img + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            rc = n < 0 ? -errno : -EIO;
-            unlink (path);
-            goto fail;
-        }
-        done += (size_t) n;
-    }
+    if ((rc = ch_write_bytes (fd, img, len)) < 0)
+        unlink (path);
 fail:
     if (fd >= 0 && close (fd) < 0 && rc == 0) {
         rc = -errno;

@@ -2,8 +2,8 @@
 #include "files/gw_share.h"
 #include "base/gw_log.h"
 #include "files/gw_xfer.h"
+#include "ch_clock.h"
 
-#include <czmq.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -213,7 +213,7 @@ struct _gw_share_t {
     gw_xfer_t *xfer;                            //  the puts under way
     size_t pending;
     gw_share_stats_t stats;
-    int64_t started;                            //  zclock_mono
+    int64_t started;                            //  ch_clock_mono_ms
     gw_share_done_fn *done;
     void *arg;
 };
@@ -268,7 +268,7 @@ s_finished (gw_share_t *self)
             "share.done", "files=%zu bytes=%zu failed=%zu over_cap=%zu links=%zu special=%zu "
             "hidden=%zu ms=%lld", self->stats.files, self->stats.bytes, self->stats.failed,
             self->stats.over_cap, self->stats.links, self->stats.special, self->stats.hidden,
-            (long long) (zclock_mono () - self->started));
+            (long long) (ch_clock_mono_ms () - self->started));
     if (self->done)
         self->done (self->arg, &self->stats);
 }
@@ -336,7 +336,7 @@ gw_share_start (gw_share_t *self, gw_share_done_fn *done, void *arg)
     job->max_bytes = self->max_bytes;
     self->done = done;
     self->arg = arg;
-    self->started = zclock_mono ();
+    self->started = ch_clock_mono_ms ();
     self->job = job;
     gw_worker_submit (self->worker, s_walk_job, s_walked, job);
 }

@@ -4,7 +4,6 @@
 #include "ch_util.h"
 
 #include <assert.h>
-#include <czmq.h>
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -207,9 +206,7 @@ static void
 s_write_work (void *arg)
 {
     s_write_t *w = arg;
-    struct iovec iov = { w->data, w->len };
-    int rc = w->len ? ch_write_all (w->fd, &iov, 1, -1) : 0;
-    w->err = rc < 0 ? (errno ? errno : EIO) : 0;
+    w->err = -ch_write_bytes (w->fd, w->data, w->len);
 }
 
 //  Back on the reactor: the chunk is in the file; on to the next one.

@@ -5,8 +5,8 @@
 #include "wire/gw_chan.h"
 #include "ch_frame.h"
 #include "ch_hello.h"
+#include "ch_clock.h"
 
-#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +26,7 @@ struct _gw_drive_t {
     bool init_gone;                 //  its port closed: no longer watched
     int kernel_fd;                  //  the kernel's port, -1 until connected
     gw_chan_t *chan;                //  on a dup of kernel_fd
-    int64_t deadline;               //  zclock_mono ms
+    int64_t deadline;               //  ch_clock_mono_ms
     char died [200];                //  init's words, when the kernel died
 };
 
@@ -101,13 +101,13 @@ void
 gw_drive_set_timeout (gw_drive_t *self, int timeout_ms)
 {
     assert (self);
-    self->deadline = zclock_mono () + timeout_ms;
+    self->deadline = ch_clock_mono_ms () + timeout_ms;
 }
 
 static int
 s_left_ms (const gw_drive_t *self)
 {
-    int64_t left = self->deadline - zclock_mono ();
+    int64_t left = self->deadline - ch_clock_mono_ms ();
     return left > 0 ? (int) left : 0;
 }
 
@@ -232,11 +232,11 @@ s_kernel_died (gw_drive_t *self)
 static bool
 s_matches (const s_want_t *w, ch_msg_t *msg)
 {
-    const char *pid = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
+    const char *pid = ch_msg_parent_id (msg);
     const char *state = json_string_value (json_object_get (ch_msg_content (msg),
                                                             "execution_state"));
     return strcmp (ch_msg_type (msg), w->type) == 0
-        && (!w->parent_id || (pid && strcmp (pid, w->parent_id) == 0))
+        && (!w->parent_id || (*pid && strcmp (pid, w->parent_id) == 0))
         && (!w->state || (state && strcmp (state, w->state) == 0));
 }
 

@@ -8,8 +8,8 @@
 #include "base/gw_log.h"
 #include "ch_asm.h"
 #include "ch_outq.h"
+#include "ch_clock.h"
 
-#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -208,22 +208,21 @@ s_wait (gw_init_t *self, const char *id, int timeout_ms, ch_msg_t **reply_p)
     assert (self && id && reply_p);
     *reply_p = NULL;
     gw_init_set_budget (self, 0);               //  a driver that may wait reads all
-    int64_t deadline = zclock_mono () + timeout_ms;
+    int64_t deadline = ch_clock_mono_ms () + timeout_ms;
     while (true) {
         if (gw_init_flush (self) < 0)
             return -EPIPE;
         ch_msg_t *msg = NULL;
         int rc = s_read_one (self, &msg);
         if (rc == 0) {
-            const char *pid = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
-            if (pid && strcmp (pid, id) == 0) {
+            if (strcmp (ch_msg_parent_id (msg), id) == 0) {
                 *reply_p = msg;
                 return 0;
             }
             s_keep (self, &msg);
             continue;
         }
-        int64_t left = deadline - zclock_mono ();
+        int64_t left = deadline - ch_clock_mono_ms ();
         if (rc != -EAGAIN || left <= 0)
             return rc == -EAGAIN ? -ETIMEDOUT : rc;
         short ev = (short) (POLLIN | (gw_init_wants_write (self) ? POLLOUT : 0));

@@ -175,8 +175,8 @@ bool
 gw_watch_answer (gw_watch_t *self, const ch_msg_t *msg)
 {
     assert (self && msg);
-    const char *pid = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
-    if (!pid || !*pid)
+    const char *pid = ch_msg_parent_id (msg);
+    if (!*pid)
         return false;
     if (s_owed (self, ch_msg_type (msg)))
         return true;

@@ -4,6 +4,7 @@
 #include "disk/gw_chain.h"
 #include "jail/gw_jail_mount.h"
 #include "base/gw_log.h"
+#include "base/gw_owndir.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -141,10 +142,10 @@ s_kind (int mode, s_kind_t *kind, char *err, size_t errlen)
 static int
 s_take_slot (gw_jail_t *self, unsigned base)
 {
-    struct stat st;
-    if ((mkdir (S_SLOTS, 0700) < 0 && errno != EEXIST) || lstat (S_SLOTS, &st) < 0
-    ||  !S_ISDIR (st.st_mode) || st.st_uid != 0)
-        return -EACCES;
+    char why [128];                             //  rc says it in the caller's log line
+    int rc = gw_owndir_make (S_SLOTS, 0, why, sizeof why);
+    if (rc < 0)
+        return rc;
     unsigned start = (unsigned) getpid () * 7919u % GW_JAIL_UID_COUNT;
     for (unsigned i = 0; i < GW_JAIL_UID_COUNT; i++) {
         unsigned uid = base + (start + i) % GW_JAIL_UID_COUNT;

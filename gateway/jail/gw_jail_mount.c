@@ -1,5 +1,6 @@
 /*  gw_jail_mount - the minimal root a jailed QEMU sees (see gw_jail_mount.h). */
 #include "jail/gw_jail_mount.h"
+#include "base/gw_mem.h"
 
 #include <assert.h>
 #include <elf.h>
@@ -82,15 +83,6 @@ gw_jail_mount_covered (const gw_jail_mount_t *self, const char *path)
     return false;
 }
 
-static char *
-s_strdup (const char *s)
-{
-    char *copy = s ? strdup (s) : NULL;
-    if (s && !copy)
-        abort ();
-    return copy;
-}
-
 //  Add an entry unless its path is planned already. 0 or -E2BIG/-EEXIST.
 static int
 s_add (gw_jail_mount_t *self, gw_jm_kind_t kind, const char *path, const char *link,
@@ -104,8 +96,8 @@ s_add (gw_jail_mount_t *self, gw_jm_kind_t kind, const char *path, const char *l
         return -E2BIG;
     char target [PATH_MAX * 2];
     snprintf (target, sizeof target, "%s%s", self->root, path);
-    self->e [self->n++] = (gw_jm_entry_t) { kind, s_strdup (path), s_strdup (target),
-                                            s_strdup (link), remount, 0, 0, 0 };
+    self->e [self->n++] = (gw_jm_entry_t) { kind, gw_strdup (path), gw_strdup (target),
+                                            gw_strdup (link), remount, 0, 0, 0 };
     return 0;
 }
 

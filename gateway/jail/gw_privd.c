@@ -3,6 +3,7 @@
 #include "base/gw_fdborrow.h"
 #include "base/gw_log.h"
 #include "jail/gw_vmspawn.h"
+#include "ch_sig.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -306,15 +307,11 @@ s_signals (void)
     struct sigaction sa;
     memset (&sa, 0, sizeof sa);
     for (int sig = 1; sig < NSIG; sig++) {
-        bool ignore = sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGPIPE;
+        bool ignore = sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
         sa.sa_handler = ignore ? SIG_IGN : SIG_DFL;
         sigaction (sig, &sa, NULL);
     }
-    sigset_t set;
-    sigemptyset (&set);
-    sigaddset (&set, SIGCHLD);
-    sigprocmask (SIG_SETMASK, &set, NULL);
-    return signalfd (-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    return ch_sig_fd ((const int []) { SIGCHLD, 0 }, true);
 }
 
 int

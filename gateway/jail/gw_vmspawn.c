@@ -1,6 +1,7 @@
 /*  gw_vmspawn - start one program for gw_vm (see gw_vmspawn.h). */
 #include "jail/gw_vmspawn.h"
 #include "ch_sig.h"
+#include "ch_child.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -76,14 +77,15 @@ s_child (const gw_vmspawn_t *sp)
     s_report_t r = { 0, INT_MIN };
     bool told = false;                          //  the gateway went on: no more reports
     setpgid (0, 0);                             //  killpg reaches all of it
-    prctl (PR_SET_PDEATHSIG, SIGKILL);          //  dies with the gateway, even by SIGKILL
     //  In a new pid namespace getppid is 0: the jail's lifeline tells instead.
-    if (!sp->jail && getppid () != sp->parent) {
+    if (ch_child_tie (sp->jail ? 0 : sp->parent, SIGKILL) < 0) {
         s_exit (127);                           //  the gateway already died
         return;
     }
     s_child_reset (sp);
-    if (dup2 (sp->null_fd, 0) < 0 || dup2 (sp->log_fd, 1) < 0 || dup2 (sp->log_fd, 2) < 0)
+    //  The rest stays open until exec: the report pipe, the jail's own fds.
+    if ((errno = -ch_child_fds ((const int []) { sp->null_fd, sp->log_fd, sp->log_fd }, 3,
+                                true)) != 0)
         goto fail;
     if (sp->jail && (r.error = -gw_jail_enter (sp->jail, &r.step)) != 0)
         goto report;

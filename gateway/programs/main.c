@@ -29,6 +29,7 @@
 #include "session/gw_session.h"
 #include "wire/gw_wire.h"
 #include "ch_frame.h"
+#include "ch_sig.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -90,17 +91,10 @@ s_setup_signals (void)
     memset (&sa, 0, sizeof sa);
     sa.sa_handler = SIG_IGN;
     sigaction (SIGINT, &sa, NULL);
-    sigaction (SIGPIPE, &sa, NULL);
     sa.sa_handler = SIG_DFL;
     sigaction (SIGTERM, &sa, NULL);
     sigaction (SIGCHLD, &sa, NULL);
-    sigset_t set;
-    sigemptyset (&set);
-    sigaddset (&set, SIGTERM);
-    sigaddset (&set, SIGHUP);
-    sigaddset (&set, SIGCHLD);
-    sigprocmask (SIG_SETMASK, &set, NULL);
-    return signalfd (-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    return ch_sig_fd ((const int []) { SIGTERM, SIGHUP, SIGCHLD, 0 }, true);
 }
 
 //  --artifacts-dir, or $XDG_DATA_HOME/cellvm/artifacts, or ~/.local/share/...

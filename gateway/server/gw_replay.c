@@ -6,6 +6,7 @@
     lives on (gw_replay_item) while a selection still holds it.
 */
 #include "server/gw_replay.h"
+#include "base/gw_mem.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -43,23 +44,6 @@ struct _gw_replay_t {
     char *evicted [S_EVICTED];                  //  ring of evicted cell ids
     size_t evicted_next;
 };
-
-static void *
-s_dup (const void *data, size_t len)
-{
-    uint8_t *copy = malloc (len ? len : 1);
-    if (!copy)
-        abort ();
-    if (len)
-        memcpy (copy, data, len);
-    return copy;
-}
-
-static char *
-s_strdup (const char *text)
-{
-    return s_dup (text, strlen (text) + 1);
-}
 
 //  --------------------------------------------------------------------------
 //  Cells and eviction.
@@ -124,7 +108,7 @@ s_cell_new (gw_replay_t *self, const char *id, const gw_replay_bytes_t *parent)
     s_cell_t *cell = calloc (1, sizeof *cell);
     if (!cell)
         abort ();
-    cell->id = s_strdup (id);
+    cell->id = gw_strdup (id);
     cell->seq0 = self->seq + 1;
     cell->bytes = parent->len;                  //  its messages share one copy
     cell->prev = self->newest;
@@ -256,7 +240,7 @@ s_collect (gw_replay_t *self, s_cell_t *only, uint64_t from, gw_replay_sel_t *se
         abort ();
     for (s_cell_t *c = self->oldest; !only && c; c = c->next)
         if (c->too_large && c->seq0 >= from)
-            sel->skipped [sel->nskipped++] = s_strdup (c->id);
+            sel->skipped [sel->nskipped++] = gw_strdup (c->id);
 }
 
 int

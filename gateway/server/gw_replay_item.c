@@ -1,5 +1,6 @@
 /*  gw_replay_item - one IOPub message kept for replay (see gw_replay_item.h). */
 #include "server/gw_replay_item.h"
+#include "base/gw_mem.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -22,23 +23,6 @@ struct _gw_replay_item_t {
     uint8_t **buffers;
     size_t *buffer_lens;
 };
-
-static void *
-s_dup (const void *data, size_t len)
-{
-    uint8_t *copy = malloc (len ? len : 1);
-    if (!copy)
-        abort ();
-    if (len)
-        memcpy (copy, data, len);
-    return copy;
-}
-
-static char *
-s_strdup (const char *text)
-{
-    return s_dup (text, strlen (text) + 1);
-}
 
 static s_blob_t *
 s_blob_new (const gw_replay_bytes_t *bytes)
@@ -69,14 +53,14 @@ gw_replay_item_new (const gw_replay_msg_t *msg, const gw_replay_item_t *sibling)
     if (!self)
         abort ();
     self->refs = 1;
-    self->msg_id = s_strdup (msg->msg_id);
-    self->type = s_strdup (msg->msg_type);
+    self->msg_id = gw_strdup (msg->msg_id);
+    self->type = gw_strdup (msg->msg_type);
     self->parent = sibling ? sibling->parent : s_blob_new (&msg->parent);
     if (sibling)
         self->parent->refs++;
     const gw_replay_bytes_t *parts [3] = { &msg->topic, &msg->metadata, &msg->content };
     for (int i = 0; i < 3; i++) {
-        self->parts [i] = s_dup (parts [i]->data, parts [i]->len);
+        self->parts [i] = gw_memdup (parts [i]->data, parts [i]->len);
         self->lens [i] = parts [i]->len;
     }
     self->nbuffers = msg->nbuffers;
@@ -85,7 +69,7 @@ gw_replay_item_new (const gw_replay_msg_t *msg, const gw_replay_item_t *sibling)
     if (!self->buffers || !self->buffer_lens)
         abort ();
     for (size_t i = 0; i < msg->nbuffers; i++) {
-        self->buffers [i] = s_dup (msg->buffers [i].data, msg->buffers [i].len);
+        self->buffers [i] = gw_memdup (msg->buffers [i].data, msg->buffers [i].len);
         self->buffer_lens [i] = msg->buffers [i].len;
     }
     return self;

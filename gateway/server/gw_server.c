@@ -9,6 +9,7 @@
 #include "base/gw_log.h"
 #include "server/gw_out_replay.h"
 #include "wire/gw_wire.h"
+#include "ch_clock.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -84,7 +85,7 @@ s_turn_begin (gw_server_t *self)
     if (self->slow_ms <= 0)
         return 0;
     self->turn_wait0 = s_runqueue_ns (self);
-    return zclock_usecs ();
+    return ch_clock_mono_ms ();
 }
 
 static void
@@ -92,7 +93,7 @@ s_turn_end (gw_server_t *self, int64_t t0, const char *cause, const char *detail
 {
     if (self->slow_ms <= 0)
         return;
-    int64_t ms = (zclock_usecs () - t0) / 1000;
+    int64_t ms = ch_clock_mono_ms () - t0;
     if (ms <= self->slow_ms)
         return;
     int64_t wait1 = s_runqueue_ns (self);

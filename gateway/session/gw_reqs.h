@@ -36,7 +36,7 @@ typedef struct {
     bool replied;                               //  its reply came from the kernel
     bool held;                                  //  ... and waits for its artifacts
     bool interrupted;                           //  the cell timeout interrupted it
-    int64_t busy_at, interrupted_at;            //  zclock_mono ms
+    int64_t busy_at, interrupted_at;            //  ch_clock_mono_ms
 } gw_req_t;
 
 typedef struct _gw_reqs_t gw_reqs_t;

@@ -15,6 +15,7 @@
 */
 #include "session/gw_session_int.h"
 #include "ch_hello.h"
+#include "ch_text.h"
 #include "files/gw_files.h"
 #include "base/gw_worker.h"
 #include "wire/gw_chan.h"
@@ -26,6 +27,7 @@
 #include "session/gw_reqs.h"
 #include "guest/gw_watch.h"
 #include "ch_frame.h"
+#include "ch_clock.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -49,14 +51,6 @@ static void
 s_held_free (void **item)
 {
     ch_msg_destroy ((ch_msg_t **) item);
-}
-
-//  msg_id of a kernel message's parent_header ("" when it has none).
-const char *
-gw_session__parent_id (const ch_msg_t *msg)
-{
-    const char *id = json_string_value (json_object_get (ch_msg_parent (msg), "msg_id"));
-    return id ? id : "";
 }
 
 //  A kernel_info_reply must parse even when it reports a failure: clients
@@ -206,7 +200,7 @@ gw_session__start_kernel (gw_session_t *self, bool quiet, char *err, size_t errl
     self->hello = self->killed = false;
     self->notices = 0;
     self->end_reason [0] = 0;
-    self->deadline = zclock_mono () + (int64_t) (self->opts.ready_timeout * 1000);
+    self->deadline = ch_clock_mono_ms () + (int64_t) (self->opts.ready_timeout * 1000);
     gw_log (GW_LOG_INFO, "kernel.starting", "backend=%s pid=%d start=%d session=%s",
             gw_backend_name (self->backend), gw_backend_pid (self->backend), self->starts,
             self->session);
@@ -216,13 +210,6 @@ gw_session__start_kernel (gw_session_t *self, bool quiet, char *err, size_t errl
 }
 
 
-void
-gw_session__printable (char *text)
-{
-    for (char *p = text; *p; p++)
-        if ((unsigned char) *p < 0x20 || (unsigned char) *p > 0x7e)
-            *p = '?';
-}
 
 //  End the current kernel from outside; the reap completes the story.
 static void
@@ -232,13 +219,13 @@ s_stop_kernel (gw_session_t *self, const char *reason)
         return;
     if (reason && !self->end_reason [0]) {
         snprintf (self->end_reason, sizeof self->end_reason, "%s", reason);
-        gw_session__printable (self->end_reason);
+        ch_text_printable (self->end_reason, NULL);
     }
     gw_backend_kill (self->backend);
     self->killed = true;
     gw_chan_destroy (&self->chan);
     self->state = GW_SESSION_DYING;
-    self->deadline = zclock_mono () + S_KILL_WAIT_MS;
+    self->deadline = ch_clock_mono_ms () + S_KILL_WAIT_MS;
 }
 
 //  A started kernel whose channel is not up yet: try again.
@@ -275,7 +262,7 @@ s_lost_channel (gw_session_t *self, const char *why)
     gw_log (GW_LOG_INFO, "kernel.channel_closed", "reason=\"%s\"", why);
     gw_chan_destroy (&self->chan);
     self->state = GW_SESSION_DYING;
-    self->deadline = zclock_mono () + S_EXIT_GRACE_MS;
+    self->deadline = ch_clock_mono_ms () + S_EXIT_GRACE_MS;
 }
 
 //  --------------------------------------------------------------------------
@@ -290,7 +277,7 @@ s_describe (const gw_session_t *self, const gw_exit_t *ex, char *out, size_t cap
         snprintf (how, sizeof how, "%s", self->end_reason);
     else
         gw_exit_describe (ex, how, sizeof how);
-    gw_session__printable (how);                          //  a backend's detail may quote anything
+    ch_text_printable (how, NULL);                          //  a backend's detail may quote anything
     size_t len = strlen (how);
     while (len > 0 && (how [len - 1] == '.' || how [len - 1] == ' '))
         how [--len] = 0;
@@ -341,7 +328,7 @@ s_give_up (gw_session_t *self, const char *why)
     snprintf (text, sizeof text, "The kernel could not be started (%d attempts in a row; "
               "last: %s). The gateway has stopped: fix the cause, then start the kernel "
               "again from your client.", self->failures, why);
-    gw_session__printable (text);
+    ch_text_printable (text, NULL);
     snprintf (self->gave_up, sizeof self->gave_up, "%s", text);
     gw_log (GW_LOG_ERROR, "session.give_up", "failures=%d", self->failures);
     gw_files_abort (self->files, "the kernel could not be started");
@@ -368,7 +355,7 @@ s_schedule_restart (gw_session_t *self, const char *why)
     int64_t backoff = self->failures <= 1 ? 0 : 250LL << (self->failures - 2);
     if (backoff > 5000)
         backoff = 5000;
-    self->restart_at = zclock_mono () + backoff;
+    self->restart_at = ch_clock_mono_ms () + backoff;
     self->restart_pending = true;
     if (backoff == 0)                           //  now, so `starting` follows `restarting`
         s_restart (self);
@@ -415,7 +402,7 @@ void
 gw_session__begin_shutdown (gw_session_t *self, bool own_request)
 {
     self->shutting_down = true;
-    self->shutdown_at = zclock_mono () + S_SHUTDOWN_MS;
+    self->shutdown_at = ch_clock_mono_ms () + S_SHUTDOWN_MS;
     gw_session__share_stop (self);
     gw_log (GW_LOG_INFO, "session.shutdown", "by=%s state=%d",
             own_request ? "signal" : "client", (int) self->state);
@@ -490,7 +477,7 @@ void
 gw_session_tick (gw_session_t *self)
 {
     assert (self);
-    int64_t now = zclock_mono ();
+    int64_t now = ch_clock_mono_ms ();
     if (self->finished)
         return;
     if (self->state != GW_SESSION_NONE)
@@ -695,7 +682,7 @@ int
 gw_session_start (gw_session_t *self, char *err, size_t errlen)
 {
     assert (self && self->state == GW_SESSION_NONE && self->starts == 0);
-    self->started_at = self->last_activity = zclock_mono ();
+    self->started_at = self->last_activity = ch_clock_mono_ms ();
     return gw_session__start_kernel (self, false, err, errlen);
 }
 

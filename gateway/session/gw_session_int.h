@@ -50,7 +50,7 @@ struct _gw_session_t {
     zlistx_t *deferred;                         //  ch_msg_t: output behind a held reply
     char outdir [512];                          //  the kernel's output directory (hello)
     //  gw_session_life.c
-    int64_t started_at, last_activity;          //  zclock_mono
+    int64_t started_at, last_activity;          //  ch_clock_mono_ms
     bool pausing, paused;                       //  idle pause under way / done
     unsigned pause_failures;                    //  in a row: each doubles the wait
     gw_share_t *share;                          //  --share-cwd, NULL: off
@@ -60,12 +60,6 @@ struct _gw_session_t {
     bool snapshotting;                          //  a cellvm_snapshot_request is under way
 };
 
-//  msg_id of a kernel message's parent_header ("" when it has none).
-const char *gw_session__parent_id (const ch_msg_t *msg);
-
-//  Text that may quote the kernel or a path, cut anywhere, must still be a
-//  valid JSON string for the client: keep it printable ASCII.
-void gw_session__printable (char *text);
 
 //  Send what waited for the kernel's hello.
 void gw_session__flush_held (gw_session_t *self);

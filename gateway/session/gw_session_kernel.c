@@ -11,6 +11,8 @@
 #include "session/gw_check.h"
 #include "base/gw_log.h"
 #include "session/gw_out.h"
+#include "ch_text.h"
+#include "ch_clock.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -99,7 +101,7 @@ s_on_cellvm (gw_session_t *self, ch_msg_t *msg)
         if (fatal && !self->end_reason [0]) {   //  it is about to exit: say why
             snprintf (self->end_reason, sizeof self->end_reason,
                       "The kernel stopped on a channel error (%.200s)", error);
-            gw_session__printable (self->end_reason);
+            ch_text_printable (self->end_reason, NULL);
         }
     }
     else if (strcmp (type, "exiting") == 0)
@@ -136,7 +138,7 @@ static ch_msg_t *
 s_take_deferred (gw_session_t *self, const char *parent_id)
 {
     for (void *it = zlistx_first (self->deferred); it; it = zlistx_next (self->deferred))
-        if (strcmp (gw_session__parent_id (it), parent_id) == 0)
+        if (strcmp (ch_msg_parent_id (it), parent_id) == 0)
             return zlistx_detach (self->deferred, zlistx_cursor (self->deferred));
     return NULL;
 }
@@ -193,7 +195,7 @@ s_on_reply (gw_session_t *self, ch_msg_t **msg_p)
 {
     ch_msg_t *msg = *msg_p;
     const char *type = ch_msg_type (msg);
-    gw_req_t *req = gw_reqs_find (self->reqs, gw_session__parent_id (msg));
+    gw_req_t *req = gw_reqs_find (self->reqs, ch_msg_parent_id (msg));
     if (!req || !req->sent || req->channel != ch_msg_channel (msg))
         return s_bad (self, "%.64s for a request it was not sent", type);
     if (req->replied || strcmp (type, req->reply_type) != 0)
@@ -210,7 +212,7 @@ s_on_reply (gw_session_t *self, ch_msg_t **msg_p)
 static int
 s_on_input_request (gw_session_t *self, ch_msg_t *msg)
 {
-    gw_req_t *req = gw_reqs_find (self->reqs, gw_session__parent_id (msg));
+    gw_req_t *req = gw_reqs_find (self->reqs, ch_msg_parent_id (msg));
     if (!req || !req->execute || !req->sent || req->replied)
         return s_bad (self, "%s without a running execute_request", ch_msg_type (msg));
     if (!req->ids || !req->allow_stdin) {
@@ -225,7 +227,7 @@ s_on_input_request (gw_session_t *self, ch_msg_t *msg)
 static int
 s_on_status (gw_session_t *self, ch_msg_t *msg)
 {
-    gw_req_t *req = gw_reqs_find (self->reqs, gw_session__parent_id (msg));
+    gw_req_t *req = gw_reqs_find (self->reqs, ch_msg_parent_id (msg));
     const char *state = json_string_value (json_object_get (ch_msg_content (msg),
                                                             "execution_state"));
     if (!req || !req->sent || strcmp (state, "starting") == 0) {
@@ -239,7 +241,7 @@ s_on_status (gw_session_t *self, ch_msg_t *msg)
         return s_bad (self, "idle before the %s", req->reply_type);
     if (busy) {
         req->busy = true;
-        req->busy_at = zclock_mono ();
+        req->busy_at = ch_clock_mono_ms ();
     }
     if (!req->own)
         gw_out_relay (self->out, msg, NULL, req->header);
@@ -252,7 +254,7 @@ static int
 s_on_iopub (gw_session_t *self, ch_msg_t **msg_p)
 {
     ch_msg_t *msg = *msg_p;
-    gw_req_t *req = gw_reqs_find_any (self->reqs, gw_session__parent_id (msg));   //  late output too
+    gw_req_t *req = gw_reqs_find_any (self->reqs, ch_msg_parent_id (msg));   //  late output too
     if (req && req->held) {                     //  after its reply, which waits
         zlistx_add_end (self->deferred, *msg_p);
         *msg_p = NULL;
@@ -279,7 +281,7 @@ gw_session__on_kernel_msg (void *arg, ch_msg_t **msg_p)
         return 1;
     if (gw_log_enabled (GW_LOG_DEBUG))
         gw_log (GW_LOG_DEBUG, "kernel.msg", "channel=%s msg_type=%s parent=%s",
-                ch_channel_name (ch_msg_channel (msg)), ch_msg_type (msg), gw_session__parent_id (msg));
+                ch_channel_name (ch_msg_channel (msg)), ch_msg_type (msg), ch_msg_parent_id (msg));
     if (ch_msg_channel (msg) != CH_CELLVM && self->state != GW_SESSION_READY)
         return s_bad (self, "%.64s before hello", ch_msg_type (msg));
     switch (ch_msg_channel (msg)) {

@@ -8,6 +8,8 @@
 #include "base/gw_log.h"
 #include "session/gw_out.h"
 #include "snap/gw_snapstore.h"
+#include "ch_text.h"
+#include "ch_clock.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -33,7 +35,7 @@ s_resume (gw_session_t *self)
     gw_log (GW_LOG_INFO, "session.resuming", "snapshot=%s", self->opts.pause_name);
     if (gw_session__start_kernel (self, true, err, sizeof err) < 0) {
         self->restart_pending = true;           //  the usual retries and their words
-        self->restart_at = zclock_mono ();
+        self->restart_at = ch_clock_mono_ms ();
         self->failures++;
     }
 }
@@ -41,7 +43,7 @@ s_resume (gw_session_t *self)
 void
 gw_session__activity (gw_session_t *self, bool resume)
 {
-    self->last_activity = zclock_mono ();
+    self->last_activity = ch_clock_mono_ms ();
     if (resume && self->paused && self->state == GW_SESSION_NONE && !self->shutting_down)
         s_resume (self);
 }
@@ -59,7 +61,7 @@ s_paused (void *arg, int rc, const json_t *reply, const uint8_t *data, size_t le
             self->pause_failures++;
         gw_log (GW_LOG_WARN, "session.pause_failed", "reason=\"%s\" action=\"keep running\" "
                 "retry_after_s=%g", err, self->opts.idle_pause * (1u << self->pause_failures));
-        self->last_activity = zclock_mono ();
+        self->last_activity = ch_clock_mono_ms ();
         gw_session__flush_held (self);
         return;
     }
@@ -85,7 +87,7 @@ s_pause (gw_session_t *self)
                                s_paused, self, err, sizeof err);
     if (rc < 0) {
         self->pausing = false;
-        self->last_activity = zclock_mono ();
+        self->last_activity = ch_clock_mono_ms ();
         gw_log (GW_LOG_WARN, "session.pause_refused", "reason=\"%s\"", err);
     }
 }
@@ -161,7 +163,7 @@ s_snapped (void *arg, int rc, const json_t *reply, const uint8_t *data, size_t l
     char text [800];
     snprintf (text, sizeof text, "The snapshot was not taken: %s. The session goes on "
               "unchanged.", err && err [0] ? err : strerror (-rc));
-    gw_session__printable (text);
+    ch_text_printable (text, NULL);
     json_t *content = rc == 0 ? json_deep_copy (reply)
                     : s_snap_error (rc == -EEXIST ? "SnapshotExists" : "SnapshotFailed", text);
     s_snap_reply (self, &job->ids, job->header, &content);

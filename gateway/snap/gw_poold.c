@@ -4,8 +4,9 @@
 #include "snap/gw_poold.h"
 #include "base/gw_fdpass.h"
 #include "base/gw_log.h"
+#include "ch_clock.h"
+#include "ch_sig.h"
 
-#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <jansson.h>
@@ -192,7 +193,7 @@ s_fork_holder (s_daemon_t *d)
         return;
     }
     d->serial++;
-    d->clones [d->n++] = (s_clone_t) { .pid = pid, .sock = sp [0], .since = zclock_mono () };
+    d->clones [d->n++] = (s_clone_t) { .pid = pid, .sock = sp [0], .since = ch_clock_mono_ms () };
 }
 
 //  Keep size clones, within the memory budget.
@@ -235,7 +236,7 @@ s_on_holder (s_daemon_t *d, unsigned i)
         *c = (s_clone_t) { .pid = c->pid, .sock = c->sock, .qemu = qemu, .ready = true,
                            .ready_seq = d->ready_seq++, .since = c->since };
         gw_log (GW_LOG_INFO, "pool.clone_ready", "holder=%d qemu=%d ms=%lld", (int) c->pid,
-                qemu, (long long) (zclock_mono () - c->since));
+                qemu, (long long) (ch_clock_mono_ms () - c->since));
         s_log_size (d, "ready");
         return;
     }
@@ -288,7 +289,7 @@ s_on_client (s_daemon_t *d)
     struct pollfd p = { conn, POLLIN, 0 };
     if (poll (&p, 1, 1000) > 0 && read (conn, buf, sizeof buf - 1) >= 4
     &&  strncmp (buf, "take", 4) == 0) {
-        d->last_use = zclock_mono ();
+        d->last_use = ch_clock_mono_ms ();
         s_hand_out (d, conn);
     }
     close (conn);
@@ -349,34 +350,19 @@ s_daemon_step (s_daemon_t *d)
     if (p [0].revents)
         s_on_client (d);
     s_refill (d);
-    if (d->opts.idle_s && zclock_mono () - d->last_use > (int64_t) d->opts.idle_s * 1000) {
+    if (d->opts.idle_s && ch_clock_mono_ms () - d->last_use > (int64_t) d->opts.idle_s * 1000) {
         gw_log (GW_LOG_INFO, "pool.idle", "idle_s=%u", d->opts.idle_s);
         stop = true;
     }
     return !stop;
 }
 
-//  SIGTERM, SIGINT, SIGHUP and SIGCHLD through a signalfd.
-static int
-s_signal_fd (void)
-{
-    sigset_t set;
-    sigemptyset (&set);
-    sigaddset (&set, SIGTERM);
-    sigaddset (&set, SIGINT);
-    sigaddset (&set, SIGHUP);
-    sigaddset (&set, SIGCHLD);
-    sigprocmask (SIG_BLOCK, &set, NULL);
-    signal (SIGPIPE, SIG_IGN);
-    return signalfd (-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-}
-
 int
 gw_poold_run (const gw_poold_opts_t *opts, const gw_poold_ops_t *ops)
 {
     assert (opts && opts->socket_path && ops);
-    s_daemon_t d = { .ops = ops, .opts = *opts, .last_use = zclock_mono () };
-    d.sig_fd = s_signal_fd ();
+    s_daemon_t d = { .ops = ops, .opts = *opts, .last_use = ch_clock_mono_ms () };
+    d.sig_fd = ch_sig_fd ((const int []) { SIGTERM, SIGINT, SIGHUP, SIGCHLD, 0 }, false);
     d.listen_fd = s_listen (opts->socket_path);
     if (d.listen_fd < 0) {
         gw_log (GW_LOG_ERROR, "pool.refused", "socket=%s reason=\"%s\"", opts->socket_path,

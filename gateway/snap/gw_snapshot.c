@@ -1,14 +1,15 @@
 /*  gw_snapshot - a VM's device state to and from a file (see gw_snapshot.h). */
 #include "snap/gw_snapshot.h"
-#include "vm/gw_qmp.h"
+#include "ch_clock.h"
 
-#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,19 +22,44 @@ s_qmp (gw_qmp_t *qmp, const char *cmd, json_t *args, char *err, size_t errlen)
     return gw_qmp_execute (qmp, cmd, args, NULL, S_QMP_MS, err, errlen);
 }
 
+//  The handshake on a connected fd (taken): the connection, or NULL + err.
 static gw_qmp_t *
-s_connect (gw_vm_t *vm, int timeout_ms, char *err, size_t errlen)
+s_open (int fd, char *err, size_t errlen)
 {
-    int fd = -1;
-    int rc = gw_vm_wait_port (vm, "qmp", timeout_ms, &fd);
-    if (rc < 0) {
-        snprintf (err, errlen, "QMP port: %s", strerror (-rc));
-        return NULL;
-    }
     gw_qmp_t *qmp = gw_qmp_new (fd, 0);
     if (gw_qmp_handshake (qmp, S_QMP_MS, err, errlen) < 0)
         gw_qmp_destroy (&qmp);
     return qmp;
+}
+
+gw_qmp_t *
+gw_snapshot_qmp (gw_vm_t *vm, int wait_ms, char *err, size_t errlen)
+{
+    assert (vm && err);
+    int fd = -1;
+    int rc = gw_vm_wait_port (vm, "qmp", wait_ms, &fd);
+    if (rc < 0) {
+        snprintf (err, errlen, "QEMU's QMP port: %s", strerror (-rc));
+        return NULL;
+    }
+    return s_open (fd, err, errlen);
+}
+
+gw_qmp_t *
+gw_snapshot_qmp_at (const char *run_dir, char *err, size_t errlen)
+{
+    assert (run_dir && err);
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    int n = snprintf (addr.sun_path, sizeof addr.sun_path, "%s/qmp.sock", run_dir);
+    int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (n < 0 || (size_t) n >= sizeof addr.sun_path || fd < 0
+    ||  connect (fd, (struct sockaddr *) &addr, sizeof addr) < 0) {
+        snprintf (err, errlen, "the VM's QMP socket in %s: %s", run_dir, strerror (errno));
+        if (fd >= 0)
+            close (fd);
+        return NULL;
+    }
+    return s_open (fd, err, errlen);
 }
 
 //  RAM stays out of the state: it lives in its own file.
@@ -47,12 +73,12 @@ s_ignore_shared (gw_qmp_t *qmp, char *err, size_t errlen)
     return rc;
 }
 
-//  Give QEMU path as fd "state" and run cmd (migrate / migrate-incoming).
-static int
-s_migrate_fd (gw_qmp_t *qmp, const char *cmd, const char *path, int flags, char *err,
-              size_t errlen)
+int
+gw_snapshot_migrate_fd (gw_qmp_t *qmp, const char *cmd, const char *path, int flags,
+                        char *err, size_t errlen)
 {
-    int fd = open (path, flags | O_CLOEXEC, 0600);
+    assert (qmp && cmd && path && err);
+    int fd = open (path, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         snprintf (err, errlen, "open %s: %s", path, strerror (errno));
         return -errno;
@@ -66,24 +92,39 @@ s_migrate_fd (gw_qmp_t *qmp, const char *cmd, const char *path, int flags, char 
     return rc;
 }
 
+//  One query-migrate: its status ("none" before any) into status.
 static int
-s_wait_migration (gw_qmp_t *qmp, int64_t deadline, char *err, size_t errlen)
+s_migrate_status (gw_qmp_t *qmp, char *status, size_t cap, char *err, size_t errlen)
 {
+    json_t *ret = NULL;
+    int rc = gw_qmp_execute (qmp, "query-migrate", NULL, &ret, S_QMP_MS, err, errlen);
+    const char *s = json_string_value (json_object_get (ret, "status"));
+    if (rc == 0)
+        snprintf (status, cap, "%s", s ? s : "none");
+    if (rc == 0 && (strcmp (status, "failed") == 0 || strcmp (status, "cancelled") == 0)) {
+        snprintf (err, errlen, "QEMU's migration %s: %s", status, json_string_value (
+                  json_object_get (ret, "error-desc")) ?: "no reason given");
+        rc = -EIO;
+    }
+    json_decref (ret);
+    return rc;
+}
+
+int
+gw_snapshot_wait (gw_qmp_t *qmp, const char *want, int64_t deadline, char *err, size_t errlen)
+{
+    assert (qmp && want && err);
     char status [32] = "";
-    while (zclock_mono () < deadline) {
-        int rc = gw_qmp_query_migrate (qmp, status, sizeof status, S_QMP_MS, err, errlen);
+    while (ch_clock_mono_ms () < deadline) {
+        int rc = s_migrate_status (qmp, status, sizeof status, err, errlen);
         if (rc < 0)
             return rc;
-        if (strcmp (status, "completed") == 0)
+        if (strcmp (status, want) == 0)
             return 0;
-        if (strcmp (status, "failed") == 0 || strcmp (status, "cancelled") == 0) {
-            snprintf (err, errlen, "migration %s", status);
-            return -EIO;
-        }
         struct timespec ts = { 0, 2 * 1000 * 1000 };
         nanosleep (&ts, NULL);
     }
-    snprintf (err, errlen, "migration still \"%s\" at the deadline", status);
+    snprintf (err, errlen, "the migration was still \"%s\" at the deadline", status);
     return -ETIMEDOUT;
 }
 
@@ -91,15 +132,16 @@ int
 gw_snapshot_save (gw_vm_t *vm, const char *path, int timeout_ms, char *err, size_t errlen)
 {
     assert (vm && path);
-    int64_t deadline = zclock_mono () + timeout_ms;
-    gw_qmp_t *qmp = s_connect (vm, S_QMP_MS, err, errlen);
+    int64_t deadline = ch_clock_mono_ms () + timeout_ms;
+    gw_qmp_t *qmp = gw_snapshot_qmp (vm, S_QMP_MS, err, errlen);
     int rc = qmp ? s_ignore_shared (qmp, err, errlen) : -EIO;
     if (rc == 0)
         rc = s_qmp (qmp, "stop", NULL, err, errlen);
     if (rc == 0)
-        rc = s_migrate_fd (qmp, "migrate", path, O_WRONLY | O_CREAT | O_TRUNC, err, errlen);
+        rc = gw_snapshot_migrate_fd (qmp, "migrate", path, O_WRONLY | O_CREAT | O_TRUNC, err,
+                                     errlen);
     if (rc == 0)
-        rc = s_wait_migration (qmp, deadline, err, errlen);
+        rc = gw_snapshot_wait (qmp, "completed", deadline, err, errlen);
     gw_qmp_destroy (&qmp);
     return rc;
 }
@@ -108,13 +150,13 @@ int
 gw_snapshot_load (gw_vm_t *vm, const char *path, int timeout_ms, char *err, size_t errlen)
 {
     assert (vm && path);
-    int64_t deadline = zclock_mono () + timeout_ms;
-    gw_qmp_t *qmp = s_connect (vm, timeout_ms, err, errlen);
+    int64_t deadline = ch_clock_mono_ms () + timeout_ms;
+    gw_qmp_t *qmp = gw_snapshot_qmp (vm, timeout_ms, err, errlen);
     int rc = qmp ? s_ignore_shared (qmp, err, errlen) : -EIO;
     if (rc == 0)
-        rc = s_migrate_fd (qmp, "migrate-incoming", path, O_RDONLY, err, errlen);
+        rc = gw_snapshot_migrate_fd (qmp, "migrate-incoming", path, O_RDONLY, err, errlen);
     if (rc == 0)
-        rc = s_wait_migration (qmp, deadline, err, errlen);
+        rc = gw_snapshot_wait (qmp, "completed", deadline, err, errlen);
     if (rc == 0)
         rc = s_qmp (qmp, "cont", NULL, err, errlen);
     gw_qmp_destroy (&qmp);

@@ -9,6 +9,8 @@
 #include "ch_util.h"
 #include "base/gw_log.h"
 #include "base/gw_fs.h"
+#include "ch_clock.h"
+#include "ch_io.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -63,7 +65,7 @@ s_fail (char *err, size_t errlen, int rc, const char *fmt, ...)
 static void
 s_random_hex (char *out, size_t nhex)
 {
-    uint64_t b [2] = { (uint64_t) ch_now_ms () * 0x9e3779b97f4a7c15ULL, (uint64_t) getpid () };
+    uint64_t b [2] = { (uint64_t) ch_clock_mono_ms () * 0x9e3779b97f4a7c15ULL, (uint64_t) getpid () };
     if (getrandom (b, sizeof b, GRND_NONBLOCK) < 0)
         b [1] ^= (uint64_t) clock ();
     for (size_t i = 0; i < nhex && i < 32; i++)
@@ -75,11 +77,11 @@ s_random_hex (char *out, size_t nhex)
 static int
 s_lock (int fd, int op, int wait_ms)
 {
-    int64_t until = ch_now_ms () + (wait_ms > 0 ? wait_ms : 0);
+    int64_t until = ch_clock_mono_ms () + (wait_ms > 0 ? wait_ms : 0);
     while (flock (fd, op | LOCK_NB) < 0) {
         if (errno != EINTR && errno != EWOULDBLOCK)
             return -errno;
-        if (errno == EWOULDBLOCK && ch_now_ms () >= until)
+        if (errno == EWOULDBLOCK && ch_clock_mono_ms () >= until)
             return -EBUSY;
         nanosleep (&(struct timespec) { 0, 10 * 1000 * 1000 }, NULL);
     }
@@ -300,11 +302,8 @@ s_write_meta (int sfd, json_t *meta, const char *name, char *what, size_t cap)
     if (rc == 0 && (fd = openat (sfd, GW_SNAP_META, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW
                                  | O_CLOEXEC, 0600)) < 0)
         rc = -errno;
-    for (size_t off = 0; rc == 0 && off < len; ) {      //  a short write: retry for the errno
-        ssize_t n = write (fd, text + off, len - off);
-        rc = n < 0 ? (errno == EINTR ? 0 : -errno) : n == 0 ? -EIO : 0;
-        off += n > 0 ? (size_t) n : 0;
-    }
+    if (rc == 0)
+        rc = ch_write_bytes (fd, text, len);
     if (fd >= 0 && close (fd) < 0 && rc == 0)
         rc = -errno;
     free (text);

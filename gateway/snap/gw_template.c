@@ -7,8 +7,9 @@
 #include "base/gw_fs.h"
 #include "snap/gw_snapshot.h"
 #include "snap/gw_tplmeta.h"
+#include "ch_clock.h"
+#include "ch_child.h"
 
-#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -233,7 +234,7 @@ s_build_into (const char *tmp, const char *dir, const char *key, const gw_vm_con
     snprintf (layer, sizeof layer, "%s/" GW_TPL_LAYER, tmp);
     snprintf (backing, sizeof backing, "%s/" GW_TPL_DISK, dir);
     snprintf (ram, sizeof ram, "%s/" GW_TPL_RAM, tmp);
-    int64_t t0 = zclock_mono ();
+    int64_t t0 = ch_clock_mono_ms ();
     gw_vm_config_t c;
     s_template_config (cfg, ram, &c);
     gw_vm_t *vm = gw_vm_new (&c, err, errlen);
@@ -246,7 +247,7 @@ s_build_into (const char *tmp, const char *dir, const char *key, const gw_vm_con
     if (rc == 0)
         rc = gw_vm_make_layer (vm, layer, backing, err, errlen);
     if (rc == 0 && (rc = gw_tplmeta_write (tmp, key, &c, c.tsc_khz ? c.tsc_khz
-                                           : gw_accel_tsc_khz (), zclock_mono () - t0)) < 0)
+                                           : gw_accel_tsc_khz (), ch_clock_mono_ms () - t0)) < 0)
         snprintf (err, errlen, "writing %s/" GW_TPL_META ": %s", tmp, strerror (-rc));
     if (rc < 0 && vm)
         s_log_console (vm);
@@ -285,7 +286,7 @@ gw_template_build (const char *base, const gw_vm_config_t *cfg, char *err, size_
     if ((rc = lock_fd = s_lock (dir, err, errlen)) < 0)
         goto fail;
     gw_log (GW_LOG_INFO, "template.building", "dir=%s", dir);
-    int64_t t0 = zclock_mono ();
+    int64_t t0 = ch_clock_mono_ms ();
     gw_fs_remove_tree (tmp);                            //  a build that died half way
     if ((rc = ch_mkdir_p (tmp, 0700)) < 0
     ||  (rc = s_build_into (tmp, dir, key, cfg, err, errlen)) < 0)
@@ -296,7 +297,7 @@ gw_template_build (const char *base, const gw_vm_config_t *cfg, char *err, size_
         goto fail;
     }
     gw_log (GW_LOG_INFO, "template.built", "dir=%s ms=%lld", dir,
-            (long long) (zclock_mono () - t0));
+            (long long) (ch_clock_mono_ms () - t0));
     close (lock_fd);
     return 0;
 fail:
@@ -324,12 +325,10 @@ gw_template_build_detached (char *const argv [], const char *log_path)
         setsid ();
         if (fork () != 0)
             _exit (0);
-        int null_fd = open ("/dev/null", O_RDWR);
-        int log_fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
-        dup2 (null_fd, 0);
-        dup2 (log_fd >= 0 ? log_fd : null_fd, 1);
-        dup2 (log_fd >= 0 ? log_fd : null_fd, 2);
-        close_range (3, ~0U, 0);
+        int null_fd = open ("/dev/null", O_RDWR | O_CLOEXEC);
+        int log_fd = open (log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int out_fd = log_fd >= 0 ? log_fd : null_fd;
+        ch_child_fds ((const int []) { null_fd, out_fd, out_fd }, 3, false);
         //  The gateway ignores SIGINT and blocks SIGTERM for its signalfd, and
         //  both survive exec: the builder and the pool daemon start from the
         //  ordinary dispositions (every one) and set their own.
@@ -384,9 +383,7 @@ s_random (uint8_t *buf, size_t n)
 static json_t *
 s_host_time (void)
 {
-    struct timespec now;
-    clock_gettime (CLOCK_REALTIME, &now);
-    return json_pack ("{s:f}", "time", (double) now.tv_sec + now.tv_nsec / 1e9);
+    return json_pack ("{s:f}", "time", ch_clock_wall_s ());
 }
 
 //  The hello's time is late when init sets it: a guest just restored is cold under TCG (tens

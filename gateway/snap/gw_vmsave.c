@@ -5,8 +5,9 @@
 #include "base/gw_log.h"
 #include "vm/gw_qmp.h"
 #include "snap/gw_tplmeta.h"
+#include "snap/gw_snapshot.h"
+#include "ch_clock.h"
 
-#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,10 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,25 +26,6 @@
 
 //  ---------------------------------------------------------------------------
 //  QMP
-
-static gw_qmp_t *
-s_qmp_connect (const char *run_dir, char *err, size_t errlen)
-{
-    struct sockaddr_un addr = { .sun_family = AF_UNIX };
-    int n = snprintf (addr.sun_path, sizeof addr.sun_path, "%s/qmp.sock", run_dir);
-    int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (n < 0 || (size_t) n >= sizeof addr.sun_path || fd < 0
-    ||  connect (fd, (struct sockaddr *) &addr, sizeof addr) < 0) {
-        snprintf (err, errlen, "the VM's QMP socket in %s: %s", run_dir, strerror (errno));
-        if (fd >= 0)
-            close (fd);
-        return NULL;
-    }
-    gw_qmp_t *qmp = gw_qmp_new (fd, 0);
-    if (gw_qmp_handshake (qmp, S_QMP_MS, err, errlen) < 0)
-        gw_qmp_destroy (&qmp);
-    return qmp;
-}
 
 static int
 s_qmp (gw_qmp_t *qmp, const char *cmd, json_t *args, char *err, size_t errlen)
@@ -67,49 +47,6 @@ s_set_caps (gw_qmp_t *qmp, bool pause_before, char *err, size_t errlen)
     if (rc == 0)
         rc = s_qmp (qmp, "migrate-set-parameters",
                     json_pack ("{s:I}", "max-bandwidth", (json_int_t) S_BANDWIDTH), err, errlen);
-    return rc;
-}
-
-//  Poll query-migrate until one of the wanted states (e.g. "completed").
-static int
-s_wait_state (gw_qmp_t *qmp, const char *want, int64_t deadline, char *err, size_t errlen)
-{
-    char status [32] = "";
-    while (zclock_mono () < deadline) {
-        int rc = gw_qmp_query_migrate (qmp, status, sizeof status, S_QMP_MS, err, errlen);
-        if (rc < 0)
-            return rc;
-        if (strstr (want, status))
-            return 0;
-        if (strcmp (status, "failed") == 0 || strcmp (status, "cancelled") == 0) {
-            json_t *ret = NULL;
-            char ignored [128];
-            gw_qmp_execute (qmp, "query-migrate", NULL, &ret, S_QMP_MS, ignored, sizeof ignored);
-            snprintf (err, errlen, "QEMU's save %s: %s", status, json_string_value (
-                      json_object_get (ret, "error-desc")) ?: "no reason given");
-            json_decref (ret);
-            return -EIO;
-        }
-        struct timespec ts = { 0, 2 * 1000 * 1000 };
-        nanosleep (&ts, NULL);
-    }
-    snprintf (err, errlen, "the save was still \"%s\" after %d s", status, S_SAVE_MS / 1000);
-    return -ETIMEDOUT;
-}
-
-static int
-s_migrate_to (gw_qmp_t *qmp, const char *cmd, const char *path, int flags, char *err,
-              size_t errlen)
-{
-    int fd = open (path, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) {
-        snprintf (err, errlen, "open %s: %s", path, strerror (errno));
-        return -errno;
-    }
-    int rc = gw_qmp_getfd (qmp, "state", fd, S_QMP_MS, err, errlen);
-    close (fd);
-    if (rc == 0)
-        rc = s_qmp (qmp, cmd, json_pack ("{s:s}", "uri", "fd:state"), err, errlen);
     return rc;
 }
 
@@ -138,7 +75,7 @@ s_new_layer (const gw_vmsave_req_t *req, char *name, size_t cap, char *err, size
 {
     uint32_t r = 0;
     if (getrandom (&r, sizeof r, 0) != sizeof r)
-        r = (uint32_t) zclock_mono ();
+        r = (uint32_t) ch_clock_mono_ms ();
     snprintf (name, cap, "ws-%08x.qcow2", r);
     return gw_vm_new_layer (req->cfg, req->run_dir, name, req->disk_top, err, errlen);
 }
@@ -166,16 +103,17 @@ static int
 s_save_vm (gw_qmp_t *qmp, const gw_vmsave_req_t *req, const char *state, gw_vmsave_out_t *out,
            char *err, size_t errlen)
 {
-    int64_t deadline = zclock_mono () + S_SAVE_MS, stopped = 0;
+    int64_t deadline = ch_clock_mono_ms () + S_SAVE_MS, stopped = 0;
     int rc = s_set_caps (qmp, true, err, errlen);
     if (rc == 0 && !req->live && (rc = s_qmp (qmp, "stop", NULL, err, errlen)) == 0)
-        stopped = zclock_mono ();
+        stopped = ch_clock_mono_ms ();
     if (rc == 0)
-        rc = s_migrate_to (qmp, "migrate", state, O_WRONLY | O_CREAT | O_TRUNC, err, errlen);
+        rc = gw_snapshot_migrate_fd (qmp, "migrate", state, O_WRONLY | O_CREAT | O_TRUNC, err,
+                                     errlen);
     if (rc == 0)
-        rc = s_wait_state (qmp, "pre-switchover", deadline, err, errlen);
+        rc = gw_snapshot_wait (qmp, "pre-switchover", deadline, err, errlen);
     if (rc == 0 && !stopped)
-        stopped = zclock_mono ();
+        stopped = ch_clock_mono_ms ();
     bool frozen = rc == 0 && s_freeze_disk (qmp, req, out, err, errlen) == 0;
     if (rc == 0 && !frozen)
         rc = -EIO;
@@ -183,13 +121,13 @@ s_save_vm (gw_qmp_t *qmp, const gw_vmsave_req_t *req, const char *state, gw_vmsa
         rc = s_qmp (qmp, "migrate-continue", json_pack ("{s:s}", "state", "pre-switchover"),
                     err, errlen);
     if (rc == 0)
-        rc = s_wait_state (qmp, "completed", deadline, err, errlen);
+        rc = gw_snapshot_wait (qmp, "completed", deadline, err, errlen);
     char ignored [256];
     if (rc < 0)                                 //  whatever happened, never leave it stopped
         gw_qmp_execute (qmp, "migrate_cancel", NULL, NULL, S_QMP_MS, ignored, sizeof ignored);
     if (req->live || rc < 0)
         gw_qmp_execute (qmp, "cont", NULL, NULL, S_QMP_MS, ignored, sizeof ignored);
-    out->pause_ms = stopped ? zclock_mono () - stopped : 0;
+    out->pause_ms = stopped ? ch_clock_mono_ms () - stopped : 0;
     return rc;
 }
 
@@ -245,7 +183,7 @@ s_meta (const gw_vmsave_req_t *req, const char *staging, const char *qemu_versio
     s_cmdline_facts (req->pid, &tsc, &named);
     json_t *meta = gw_vmsave_expected (req->cfg);
     json_object_update_new (meta, json_pack ("{s:f, s:s, s:i, s:b, s:I, s:s, s:I}",
-        "created", zclock_time () / 1000.0, "qemu_version", qemu_version,
+        "created", ch_clock_wall_s (), "qemu_version", qemu_version,
         "tsc_khz", (int) tsc, "mem_named", named,
         "state_bytes", (json_int_t) state_bytes, "state_sha256", hex,
         "disk_file_bytes", (json_int_t) disk_bytes));
@@ -276,7 +214,7 @@ gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave_req
 {
     assert (store && name && req && out);
     memset (out, 0, sizeof *out);
-    int64_t t0 = zclock_mono ();
+    int64_t t0 = ch_clock_mono_ms ();
     char staging [PATH_MAX], state [PATH_MAX + 8], version [128] = "";
     json_t *meta = NULL;
     gw_qmp_t *qmp = NULL;
@@ -284,7 +222,7 @@ gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave_req
     if (rc < 0)
         return rc;
     snprintf (state, sizeof state, "%s/" GW_SNAP_STATE, staging);
-    if (!(qmp = s_qmp_connect (req->run_dir, err, errlen))) {
+    if (!(qmp = gw_snapshot_qmp_at (req->run_dir, err, errlen))) {
         rc = -EIO;
         goto fail;
     }
@@ -303,7 +241,7 @@ gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave_req
     rc = gw_snapstore_publish (store, staging, name, meta, err, errlen);
     json_decref (meta);
     out->bytes = (uint64_t) b;
-    out->ms = zclock_mono () - t0;
+    out->ms = ch_clock_mono_ms () - t0;
     return rc;
 fail:
     gw_qmp_destroy (&qmp);
@@ -331,14 +269,9 @@ gw_vmsave_expected (const gw_vm_config_t *cfg)
 static int
 s_load (gw_vm_t *vm, const gw_snapref_t *ref, int timeout_ms, char *err, size_t errlen)
 {
-    int fd = -1, rc = gw_vm_wait_port (vm, "qmp", timeout_ms, &fd);
-    gw_qmp_t *qmp = rc == 0 ? gw_qmp_new (fd, 0) : NULL;
-    if (rc < 0)
-        snprintf (err, errlen, "QEMU's QMP port: %s", strerror (-rc));
-    else if (gw_qmp_handshake (qmp, S_QMP_MS, err, errlen) < 0)
-        gw_qmp_destroy (&qmp);
+    gw_qmp_t *qmp = gw_snapshot_qmp (vm, timeout_ms, err, errlen);
     char version [128] = "", why [600];
-    rc = qmp ? s_qemu_version (qmp, version, sizeof version, err, errlen) : -EIO;
+    int rc = qmp ? s_qemu_version (qmp, version, sizeof version, err, errlen) : -EIO;
     json_t *want = json_pack ("{s:s}", "qemu_version", version);
     if (rc == 0 && gw_snapref_mismatch (ref, want, why, sizeof why)) {
         snprintf (err, errlen, "%s", why);
@@ -348,10 +281,10 @@ s_load (gw_vm_t *vm, const gw_snapref_t *ref, int timeout_ms, char *err, size_t 
     if (rc == 0)
         rc = s_set_caps (qmp, false, err, errlen);
     if (rc == 0)
-        rc = s_migrate_to (qmp, "migrate-incoming", gw_snapref_state (ref), O_RDONLY, err,
-                           errlen);
+        rc = gw_snapshot_migrate_fd (qmp, "migrate-incoming", gw_snapref_state (ref), O_RDONLY,
+                                     err, errlen);
     if (rc == 0)
-        rc = s_wait_state (qmp, "completed", zclock_mono () + timeout_ms, err, errlen);
+        rc = gw_snapshot_wait (qmp, "completed", ch_clock_mono_ms () + timeout_ms, err, errlen);
     if (rc == 0)
         rc = s_qmp (qmp, "cont", NULL, err, errlen);
     gw_qmp_destroy (&qmp);

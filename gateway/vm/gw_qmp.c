@@ -6,8 +6,8 @@
 */
 #include "vm/gw_qmp.h"
 #include "base/gw_log.h"
+#include "ch_clock.h"
 
-#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -38,7 +38,7 @@ struct _gw_qmp_t {
 static int
 s_left_ms (int64_t deadline)
 {
-    int64_t left = deadline - zclock_mono ();
+    int64_t left = deadline - ch_clock_mono_ms ();
     return left <= 0 ? 0 : left > 3600000 ? 3600000 : (int) left;
 }
 
@@ -127,7 +127,7 @@ s_next_msg (gw_qmp_t *self, int64_t deadline, json_t **msg_p)
             json_t *msg = n ? json_loadb (self->buf, n, 0, NULL) : NULL;
             memmove (self->buf, self->buf + used, self->len - used);
             self->len -= used;
-            if (n == 0 && zclock_mono () >= deadline)
+            if (n == 0 && ch_clock_mono_ms () >= deadline)
                 return -ETIMEDOUT;              //  a flood of blank lines ends too
             if (n == 0)
                 continue;
@@ -183,7 +183,7 @@ static int
 s_wait_reply (gw_qmp_t *self, json_int_t id, int64_t deadline, json_t **reply_p)
 {
     for (int handled = 0; ; handled++) {
-        if (handled > 0 && zclock_mono () >= deadline && (id > 0 || handled >= S_POLL_MAX))
+        if (handled > 0 && ch_clock_mono_ms () >= deadline && (id > 0 || handled >= S_POLL_MAX))
             return -ETIMEDOUT;
         json_t *msg = NULL;
         int rc = s_next_msg (self, deadline, &msg);
@@ -201,7 +201,7 @@ gw_qmp_poll (gw_qmp_t *self, int timeout_ms)
     assert (self);
     if (self->broken)
         return self->broken;
-    int rc = s_wait_reply (self, 0, zclock_mono () + (timeout_ms > 0 ? timeout_ms : 0), NULL);
+    int rc = s_wait_reply (self, 0, ch_clock_mono_ms () + (timeout_ms > 0 ? timeout_ms : 0), NULL);
     return rc == -ETIMEDOUT ? 0 : rc;
 }
 
@@ -302,7 +302,7 @@ s_execute_fd (gw_qmp_t *self, const char *command, json_t *args, int pass_fd,
     assert (!args || json_is_object (args));
     if (return_p)
         *return_p = NULL;
-    int64_t deadline = zclock_mono () + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline = ch_clock_mono_ms () + (timeout_ms > 0 ? timeout_ms : 0);
     json_t *reply = NULL;
     size_t len = 0;
     char *line = NULL;
@@ -335,7 +335,7 @@ int
 gw_qmp_handshake (gw_qmp_t *self, int timeout_ms, char *err, size_t errlen)
 {
     assert (self && err);
-    int64_t deadline = zclock_mono () + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline = ch_clock_mono_ms () + (timeout_ms > 0 ? timeout_ms : 0);
     json_t *greeting = NULL;
     int rc = self->broken ? self->broken : s_next_msg (self, deadline, &greeting);
     if (rc == 0 && !json_is_object (json_object_get (greeting, "QMP")))

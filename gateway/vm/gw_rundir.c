@@ -8,6 +8,7 @@
 #include "ch_util.h"
 #include "base/gw_fs.h"
 #include "base/gw_log.h"
+#include "base/gw_owndir.h"
 #include "base/gw_procstat.h"
 #include "base/gw_runbase.h"
 
@@ -62,24 +63,13 @@ s_proc_dead (pid_t pid)
 //  --------------------------------------------------------------------------
 //  The base directory and a fresh run dir in it.
 
-//  mkdir base 0700 if missing; it must be a directory we own, not a link.
+//  base made private (gw_owndir); a warning when it is on tmpfs.
 static int
 s_make_base (const char *base, char *err, size_t errlen)
 {
-    struct stat st;
-    const char *why = NULL;
-    if (mkdir (base, 0700) < 0 && errno != EEXIST)
-        why = strerror (errno);
-    else if (lstat (base, &st) < 0)
-        why = strerror (errno);
-    else if (!S_ISDIR (st.st_mode))
-        why = "not a directory (or a symlink)";
-    else if (st.st_uid != geteuid ())
-        why = "owned by another user";
-    else if ((st.st_mode & 07777) != 0700 && chmod (base, 0700) < 0)
-        why = strerror (errno);
-    if (why) {
-        snprintf (err, errlen, "run dir base %s: %s", base, why);
+    char why [PATH_MAX + 64];
+    if (gw_owndir_make (base, geteuid (), why, sizeof why) < 0) {
+        snprintf (err, errlen, "run dir base %s", why);
         return -EACCES;
     }
     struct statfs sf;

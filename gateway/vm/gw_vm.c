@@ -7,14 +7,15 @@
 #include "vm/gw_vm.h"
 #include "disk/gw_chain.h"
 #include "base/gw_log.h"
+#include "base/gw_mem.h"
 #include "jail/gw_priv.h"
 #include "disk/gw_qcow2.h"
 #include "vm/gw_rundir.h"
 #include "base/gw_fs.h"
 #include "vm/gw_vmargv.h"
 #include "jail/gw_vmspawn.h"
+#include "ch_clock.h"
 
-#include <czmq.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -84,15 +85,6 @@ s_set (gw_vm_t *self, int i, char *value)
     *s_field (&self->cfg, i) = value;
 }
 
-static char *
-s_strdup (const char *s)
-{
-    char *copy = s ? strdup (s) : NULL;
-    if (s && !copy)
-        abort ();
-    return copy;
-}
-
 //  Full path of an executable: name itself if it holds a '/', else the
 //  first match on PATH. NULL when there is none. Resolved here because the
 //  child may only call execv (execvp is not async-signal-safe).
@@ -100,9 +92,9 @@ static char *
 s_which (const char *name)
 {
     if (strchr (name, '/'))
-        return access (name, X_OK) == 0 ? s_strdup (name) : NULL;
+        return access (name, X_OK) == 0 ? gw_strdup (name) : NULL;
     const char *path = getenv ("PATH");
-    char *dirs = s_strdup (path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+    char *dirs = gw_strdup (path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
     char *found = NULL, *save = NULL;
     for (char *dir = strtok_r (dirs, ":", &save); dir && !found;
          dir = strtok_r (NULL, ":", &save)) {
@@ -111,7 +103,7 @@ s_which (const char *name)
         int n = snprintf (full, sizeof full, "%s/%s", dir, name);
         if (n > 0 && (size_t) n < sizeof full && stat (full, &st) == 0
         &&  S_ISREG (st.st_mode) && access (full, X_OK) == 0)
-            found = s_strdup (full);
+            found = gw_strdup (full);
     }
     free (dirs);
     return found;
@@ -145,7 +137,7 @@ s_resolve_files (gw_vm_t *self, char *err, size_t errlen)
         if (!self->str [S_KERNEL + i]) {
             char path [PATH_MAX];
             snprintf (path, sizeof path, "%s/%s", self->cfg.image_dir, names [i]);
-            s_set (self, S_KERNEL + i, s_strdup (path));
+            s_set (self, S_KERNEL + i, gw_strdup (path));
         }
         if (s_check_file (names [i], self->str [S_KERNEL + i], err, errlen) < 0)
             return -ENOENT;
@@ -210,7 +202,7 @@ gw_vm_new (const gw_vm_config_t *cfg, char *err, size_t errlen)
     self->pidfd = -1;
     self->priv = gw_priv ();                    //  NULL unless this gateway dropped to --user
     for (int i = 0; i < S_NSTR; i++)
-        s_set (self, i, s_strdup (*s_field (&self->cfg, i)));
+        s_set (self, i, gw_strdup (*s_field (&self->cfg, i)));
     if (s_resolve (self, err, errlen) < 0 || s_choose_accel (self, err, errlen) < 0)
         goto fail;
     self->dir = gw_rundir_new (self->cfg.run_base, err, errlen);
@@ -279,7 +271,7 @@ static int
 s_make_disk (gw_vm_t *self, const char *path, const char *backing, bool unsafe, char *err,
              size_t errlen)
 {
-    int64_t t0 = zclock_mono ();
+    int64_t t0 = ch_clock_mono_ms ();
     char seen [PATH_MAX * 2];                   //  a relative backing is beside path
     const char *slash = strrchr (path, '/');
     if (backing && backing [0] != '/' && slash)
@@ -297,7 +289,7 @@ s_make_disk (gw_vm_t *self, const char *path, const char *backing, bool unsafe, 
         snprintf (err, errlen, "creating the /workspace disk %s: %s", path, strerror (-rc));
     else
         gw_log (GW_LOG_DEBUG, "vm.disk_created", "path=%s bytes=%llu ms=%lld", path,
-                (unsigned long long) self->cfg.disk_bytes, (long long) (zclock_mono () - t0));
+                (unsigned long long) self->cfg.disk_bytes, (long long) (ch_clock_mono_ms () - t0));
     return rc;
 }
 
@@ -498,15 +490,15 @@ gw_vm_start (gw_vm_t *self, char *err, size_t errlen)
     assert (self && err);
     if (self->started)
         return -EALREADY;
-    int64_t t [3] = { zclock_mono () };
+    int64_t t [3] = { ch_clock_mono_ms () };
     gw_vmspawn_t sp;
     int rc = s_spawn_open (self, &sp, err, errlen);
     if (rc < 0 || (rc = s_create_disk (self, err, errlen)) < 0)
         goto fail;
-    t [1] = zclock_mono ();
+    t [1] = ch_clock_mono_ms ();
     if ((rc = s_jail_new (self, err, errlen)) < 0)
         goto fail;
-    t [2] = zclock_mono ();
+    t [2] = ch_clock_mono_ms ();
     sp.argv = self->argv;
     sp.jail = self->jail;
     err [0] = '\0';
@@ -520,7 +512,7 @@ gw_vm_start (gw_vm_t *self, char *err, size_t errlen)
         goto fail;
     }
     self->started = true;
-    self->started_ms = zclock_mono ();
+    self->started_ms = ch_clock_mono_ms ();
     s_log_spawned (self, t);
 fail:
     s_spawn_close (&sp);
@@ -578,7 +570,7 @@ gw_vm_connect_port (gw_vm_t *self, const char *name, int *fd_p)
     char path [PATH_MAX];
     gw_rundir_file (self->dir, file, path, sizeof path);
     int rc = s_connect_unix (path, fd_p);
-    int64_t ms = zclock_mono () - self->started_ms;
+    int64_t ms = ch_clock_mono_ms () - self->started_ms;
     if (rc == 0)
         gw_log (GW_LOG_INFO, "vm.port_connected", "pid=%d port=%s ms=%lld",
                 (int) self->pid, name, (long long) ms);
@@ -590,10 +582,10 @@ gw_vm_connect_port (gw_vm_t *self, const char *name, int *fd_p)
 int
 gw_vm_wait_port (gw_vm_t *self, const char *name, int timeout_ms, int *fd_p)
 {
-    int64_t deadline = zclock_mono () + timeout_ms;
+    int64_t deadline = ch_clock_mono_ms () + timeout_ms;
     int rc;
     while ((rc = gw_vm_connect_port (self, name, fd_p)) == -EAGAIN) {
-        if (zclock_mono () >= deadline)
+        if (ch_clock_mono_ms () >= deadline)
             return -ETIMEDOUT;
         struct timespec ts = { 0, 5 * 1000 * 1000 };
         nanosleep (&ts, NULL);
@@ -633,7 +625,7 @@ s_log_exit (gw_vm_t *self, int status)
     else
         snprintf (how, sizeof how, "exit_code=%d", WEXITSTATUS (status));
     gw_log (GW_LOG_INFO, "vm.exited", "pid=%d %s uptime_ms=%lld", (int) self->pid, how,
-            (long long) (zclock_mono () - self->started_ms));
+            (long long) (ch_clock_mono_ms () - self->started_ms));
 }
 
 //  The helper's child: it reaps it and tells why it died.

@@ -7,6 +7,7 @@
 #include "wire/gw_chan.h"
 #include "ch_asm.h"
 #include "ch_outq.h"
+#include "ch_clock.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -34,14 +35,6 @@ struct _gw_chan_t {
 };
 
 #define GW_CHAN_RAW_MIN 1024     //  smaller frames are parsed as usual
-
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 gw_chan_t *
 gw_chan_new (int fd, uint32_t max_frame, size_t max_msg, size_t max_out)
@@ -167,7 +160,7 @@ s_feed (gw_chan_t *self, const uint8_t *data, size_t n, gw_chan_msg_fn *on_msg,
     if (!partial)
         self->in_since = 0;
     else if (ended || !self->in_since)
-        self->in_since = s_now_ms ();
+        self->in_since = ch_clock_mono_ms ();
     return 0;
 }
 
@@ -191,7 +184,7 @@ int64_t
 gw_chan_stalled (gw_chan_t *self, char *why, size_t whylen)
 {
     assert (self);
-    int64_t now = s_now_ms ();
+    int64_t now = ch_clock_mono_ms ();
     size_t unread = self->dead ? 0 : s_unread (self);
     if (unread == 0)
         self->out_since = 0;

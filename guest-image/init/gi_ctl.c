@@ -42,7 +42,8 @@ gi_ctl_new (const char *path, uint32_t max_frame)
     //  SIGIO tells us when the host connects or goes: no busy polling.
     if (fcntl (fd, F_SETOWN, getpid ()) < 0
     ||  fcntl (fd, F_SETFL, O_RDWR | O_NONBLOCK | O_ASYNC) < 0)
-        gi_log ("no SIGIO on %s: %s (polling every %d ms)", path, strerror (errno), S_TICK_MS);
+        gi_log (CH_LOG_WARN, "ctl.no_sigio", "port=%s reason=\"%s\" poll_ms=%d", path,
+                strerror (errno), S_TICK_MS);
     gi_ctl_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
@@ -122,7 +123,7 @@ s_check_connection (gi_ctl_t *self, short revents)
     if (now != self->connected) {
         s_reset (self);
         self->connected = now;
-        gi_log ("control port: host %s", now ? "connected" : "disconnected");
+        gi_log (CH_LOG_INFO, now ? "ctl.host_connected" : "ctl.host_disconnected", NULL);
     }
 }
 
@@ -133,7 +134,8 @@ gi_ctl_send (gi_ctl_t *self, ch_msg_t **msg_p)
     //  Dropped while nobody listens: QEMU would hand stale bytes to the next host.
     int rc = self->connected ? ch_outq_put (self->out, *msg_p, false) : 0;
     if (rc < 0)
-        gi_log ("control port: dropped %s: %s", ch_msg_type (*msg_p), strerror (-rc));
+        gi_log (CH_LOG_WARN, "ctl.dropped", "msg_type=%s reason=\"%s\"", ch_msg_type (*msg_p),
+            strerror (-rc));
     ch_msg_destroy (msg_p);
     return rc;
 }
@@ -160,12 +162,12 @@ s_read (gi_ctl_t *self, ch_msg_t **msg_p)
                               &used, msg_p);
         self->rpos += used;
         if (rc == -EPROTO) {
-            gi_log ("control port: %s: input reset", ch_asm_why (self->asm_));
+            gi_log (CH_LOG_WARN, "ctl.input_reset", "reason=\"%s\"", ch_asm_why (self->asm_));
             s_reset (self);
             return 0;
         }
         if (rc < 0)
-            gi_log ("control port: message dropped: %s", ch_asm_why (self->asm_));
+            gi_log (CH_LOG_WARN, "ctl.bad_message", "reason=\"%s\"", ch_asm_why (self->asm_));
     }
     return 0;
 }

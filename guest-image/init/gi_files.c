@@ -2,6 +2,7 @@
 #include "gi_files.h"
 #include "ch_util.h"
 #include "gi_sys.h"
+#include "ch_io.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -176,21 +177,6 @@ s_open_leaf (int dir, const char *leaf, int append, unsigned mode)
     return fd == -ENXIO ? -EINVAL : fd;
 }
 
-static int
-s_write_all (int fd, const uint8_t *data, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write (fd, data, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        data += n;
-        len -= (size_t) n;
-    }
-    return 0;
-}
-
 //  Check the open file, hand it to the kernel user, write; *size_p after.
 static int
 s_write_file (int fd, const uint8_t *data, size_t len, bool kernels, uint64_t *size_p)
@@ -202,7 +188,7 @@ s_write_file (int fd, const uint8_t *data, size_t len, bool kernels, uint64_t *s
     if (rc == 0 && kernels && st.st_uid == 0 && fchown (fd, GI_KERNEL_UID, GI_KERNEL_GID) < 0)
         rc = -errno;
     if (rc == 0)
-        rc = s_write_all (fd, data, len);
+        rc = ch_write_bytes (fd, data, len);
     if (rc == 0 && fstat (fd, &st) < 0)
         rc = -errno;
     if (rc == 0)

@@ -3,6 +3,8 @@
 #include "ch_sig.h"
 #include "gi_log.h"
 #include "gi_sys.h"
+#include "ch_clock.h"
+#include "ch_child.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -28,17 +30,9 @@ struct _gi_kernel_t {
     int starts;
     int stopping;               //  the next death was asked for
     long oom_base;              //  oom_kill counter when it started
-    double started;             //  CLOCK_MONOTONIC seconds
+    int64_t started;            //  ch_clock_mono_ms
     json_t *last_exit;
 };
-
-static double
-s_now (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
 
 //  OOM kills so far: of the kernel's cgroup, else of the whole guest.
 static long
@@ -100,12 +94,8 @@ s_child_setup (void)
     setrlimit (RLIMIT_NPROC, &nproc);
     setrlimit (RLIMIT_CORE, &core);
     ch_sig_defaults ();
-    int null = open ("/dev/null", O_RDONLY);
-    if (null > 0) {
-        dup2 (null, 0);
-        close (null);
-    }
-    close_range (3, ~0u, 0);
+    //  stdin /dev/null; stdout and stderr stay the console.
+    ch_child_fds ((const int []) { open ("/dev/null", O_RDONLY | O_CLOEXEC), -1, -1 }, 3, false);
 }
 
 static void
@@ -113,7 +103,7 @@ s_child (void)
 {
     s_child_setup ();
     if (chdir (GI_WORKSPACE) < 0 || s_drop_privileges () < 0) {
-        gi_log ("kernel set-up failed: %s", strerror (errno));
+        gi_log (CH_LOG_ERROR, "kernel.setup_failed", "reason=\"%s\"", strerror (errno));
         _exit (126);
     }
     //  A clean environment: nothing from the host or the kernel command line.
@@ -125,7 +115,8 @@ s_child (void)
     char *argv [] = { GI_KERNEL_BIN, "--device", "/dev/virtio-ports/" GI_KERNEL_PORT,
                       "--outdir", GI_WORKSPACE "/out", NULL };
     execve (argv [0], argv, envp);
-    gi_log ("cannot exec %s: %s", argv [0], strerror (errno));
+    gi_log (CH_LOG_ERROR, "kernel.exec_failed", "path=%s reason=\"%s\"", argv [0],
+            strerror (errno));
     _exit (127);
 }
 
@@ -153,7 +144,7 @@ gi_kernel_clear_cgroup (int wait_ms)
     gi_sys_write_file (GI_CGROUP "/cgroup.kill", "1");
     int rc = s_wait_cgroup_empty (wait_ms);
     if (rc < 0)
-        gi_log ("kernel cgroup still populated after %d ms", wait_ms);
+        gi_log (CH_LOG_WARN, "kernel.cgroup_populated", "waited_ms=%d", wait_ms);
     return rc;
 }
 
@@ -168,7 +159,8 @@ gi_kernel_start (gi_kernel_t *self)
     gi_kernel_clear_cgroup (5000);
     if (mkdir ("/tmp/home", 0700) == 0 || errno == EEXIST)
         if (chown ("/tmp/home", GI_KERNEL_UID, GI_KERNEL_GID) < 0)
-            gi_log ("chown /tmp/home: %s", strerror (errno));
+            gi_log (CH_LOG_WARN, "kernel.home_chown", "path=/tmp/home reason=\"%s\"",
+                    strerror (errno));
     self->oom_base = s_oom_count ();
     pid_t pid = fork ();
     if (pid < 0)
@@ -176,11 +168,11 @@ gi_kernel_start (gi_kernel_t *self)
     if (pid == 0)
         s_child ();
     self->pid = pid;
-    self->started = s_now ();
+    self->started = ch_clock_mono_ms ();
     self->stopping = 0;
     if (self->starts++ > 0)
         self->restarts++;
-    gi_log ("kernel started: pid %d (start %d)", (int) pid, self->starts);
+    gi_log (CH_LOG_INFO, "kernel.started", "pid=%d start=%d", (int) pid, self->starts);
     return 0;
 }
 
@@ -274,8 +266,9 @@ gi_kernel_reaped (gi_kernel_t *self, pid_t pid, int status)
         "exit_code", sig ? json_null () : json_integer (WEXITSTATUS (status)),
         "signal", sig ? json_string (s_signal_name (sig, name, sizeof name)) : json_null (),
         "oom_killed", oom, "requested", self->stopping, "description", text,
-        "runtime_s", s_now () - self->started, "restarts", self->restarts);
-    gi_log ("kernel pid %d gone: %s", (int) pid, text);
+        "runtime_s", (double) (ch_clock_mono_ms () - self->started) / 1e3,
+        "restarts", self->restarts);
+    gi_log (CH_LOG_INFO, "kernel.gone", "pid=%d how=\"%s\"", (int) pid, text);
     self->pid = 0;
     self->stopping = 0;
     return 1;
@@ -299,7 +292,7 @@ gi_kernel_state (const gi_kernel_t *self)
     return json_pack ("{s:s, s:i, s:i, s:f, s:I, s:o}",
         "state", self->pid ? "running" : self->starts ? "exited" : "not_started",
         "pid", (int) self->pid, "restarts", self->restarts,
-        "uptime_s", self->pid ? s_now () - self->started : 0.0,
+        "uptime_s", self->pid ? (double) (ch_clock_mono_ms () - self->started) / 1e3 : 0.0,
         "memory_limit_bytes", (json_int_t) self->mem_limit,
         "last_exit", self->last_exit ? json_incref (self->last_exit) : json_null ());
 }

@@ -12,6 +12,7 @@
 #include "gi_ops.h"
 #include "gi_sys.h"
 #include "ch_frame.h"
+#include "ch_sig.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -29,26 +30,11 @@
 static void
 s_halt (const char *why)
 {
-    gi_log ("powering off: %s", why);
+    gi_log (CH_LOG_INFO, "init.power_off", "reason=\"%s\"", why);
     sync ();
     reboot (RB_POWER_OFF);
     for (;;)
         pause ();
-}
-
-//  Signals arrive on a signalfd; the kernel child resets its mask.
-static int
-s_signals (void)
-{
-    sigset_t set;
-    sigemptyset (&set);
-    int sigs [] = { SIGCHLD, SIGIO, SIGTERM, SIGINT, SIGHUP, SIGPWR, SIGUSR1, SIGUSR2 };
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs [0]; i++)
-        sigaddset (&set, sigs [i]);
-    sigprocmask (SIG_BLOCK, &set, NULL);
-    signal (SIGPIPE, SIG_IGN);
-    int fd = signalfd (-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    return fd < 0 ? -errno : fd;
 }
 
 static void
@@ -64,10 +50,11 @@ s_setup (uint64_t *limit, char *workspace, size_t wlen)
     gi_sys_cgroup (limit);
     gi_sys_network ();
     if (gi_sys_workspace (workspace, wlen) < 0)
-        gi_log ("no /workspace");
+        gi_log (CH_LOG_ERROR, "init.no_workspace", NULL);
     gi_sys_port_links ();
     if (gi_sys_wait_port (GI_KERNEL_PORT, 2000) < 0)
-        gi_log ("no virtio port %s: the kernel will fail to start", GI_KERNEL_PORT);
+        gi_log (CH_LOG_ERROR, "init.no_kernel_port", "port=%s reason=\"the kernel will fail to "
+                "start\"", GI_KERNEL_PORT);
 }
 
 //  Collect every dead child; report the kernel's death.
@@ -112,7 +99,7 @@ s_loop (int sigfd, gi_ctl_t *ctl, gi_kernel_t *kernel, gi_ops_t *ops)
             rc = gi_ctl_io (ctl, 0, &msg);
         }
         if (rc < 0)
-            gi_log ("control port: %s", strerror (-rc));
+            gi_log (CH_LOG_WARN, "ctl.error", "reason=\"%s\"", strerror (-rc));
     }
 }
 
@@ -120,8 +107,10 @@ int
 main (void)
 {
     if (getpid () != 1)
-        gi_log ("warning: not PID 1");
-    int sigfd = s_signals ();
+        gi_log (CH_LOG_WARN, "init.not_pid1", NULL);
+    //  Signals arrive on a signalfd; the kernel child resets its mask.
+    int sigfd = ch_sig_fd ((const int []) { SIGCHLD, SIGIO, SIGTERM, SIGINT, SIGHUP, SIGPWR,
+                                            SIGUSR1, SIGUSR2, 0 }, false);
     if (sigfd < 0)
         s_halt ("no signalfd");
     uint64_t limit = 0;
@@ -129,15 +118,17 @@ main (void)
     s_setup (&limit, workspace, sizeof workspace);
     gi_kernel_t *kernel = gi_kernel_new (limit);
     if (gi_kernel_start (kernel) < 0)
-        gi_log ("cannot start the kernel");
+        gi_log (CH_LOG_ERROR, "kernel.start_failed", NULL);
     char port [128] = "/dev/virtio-ports/" S_CTL_PORT;
     if (gi_sys_wait_port (S_CTL_PORT, 2000) < 0)
-        gi_log ("no control port %s", port);
+        gi_log (CH_LOG_WARN, "ctl.no_port", "port=%s", port);
     gi_ctl_t *ctl = gi_ctl_new (port, CH_FRAME_MAX_DEFAULT);
     if (!ctl)
-        gi_log ("cannot open %s: %s; supervising without it", port, strerror (errno));
+        gi_log (CH_LOG_ERROR, "ctl.open_failed", "port=%s reason=\"%s\" action=supervise_without",
+                port, strerror (errno));
     gi_ops_t *ops = ctl ? gi_ops_new (ctl, kernel, workspace) : NULL;
-    gi_log ("ready: workspace on %s, kernel pid %d", workspace, (int) gi_kernel_pid (kernel));
+    gi_log (CH_LOG_INFO, "init.ready", "workspace=%s kernel_pid=%d", workspace,
+            (int) gi_kernel_pid (kernel));
     if (ctl)
         s_loop (sigfd, ctl, kernel, ops);
     //  No control port: still reap, forever.

@@ -389,7 +389,7 @@ s_hello (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
     (void) req;
     self->hellos++;
     if (r->protocol && strcmp (r->protocol, S_PROTOCOL) != 0)
-        gi_log ("hello: unexpected protocol \"%s\", answering anyway", r->protocol);
+        gi_log (CH_LOG_WARN, "ctl.hello_protocol", "protocol=\"%s\" action=answer", r->protocol);
     if (r->has_time)
         s_set_time (r->time, reply);
     if (r->data)
@@ -468,7 +468,7 @@ static void
 s_background (bool on)
 {
     if (setpriority (PRIO_PROCESS, 0, on ? GI_FILES_NICE : 0) < 0)
-        gi_log ("setpriority: %s", strerror (errno));
+        gi_log (CH_LOG_WARN, "kernel.setpriority", "reason=\"%s\"", strerror (errno));
 }
 
 //  1 (and the error on reply) when put and get have no /workspace to go to:
@@ -614,7 +614,7 @@ gi_ops_handle (gi_ops_t *self, ch_msg_t **msg_p)
     char why [512];
     int rc = gi_ops_decode (req, &r, why, sizeof why);
     if (rc == -ENOSYS || rc == -ENOMSG)
-        gi_log ("control port: unknown message %s", ch_msg_type (req));
+        gi_log (CH_LOG_WARN, "ctl.unknown_message", "msg_type=%s", ch_msg_type (req));
     json_t *reply = json_object ();
     if (rc < 0 && r.reply [0])
         s_error_words (reply, r.ename, why);

@@ -36,7 +36,8 @@ s_mount (const s_mount_t *m)
     if (mount (m->src, m->dst, m->type, m->flags, m->data) == 0 || errno == EBUSY)
         return 0;
     int rc = -errno;
-    gi_log ("mount %s on %s failed: %s", m->type, m->dst, strerror (-rc));
+    gi_log (m->fatal ? CH_LOG_ERROR : CH_LOG_WARN, "sys.mount_failed",
+            "type=%s dst=%s reason=\"%s\"", m->type, m->dst, strerror (-rc));
     return m->fatal ? rc : 0;
 }
 
@@ -65,7 +66,7 @@ gi_sys_mount_base (void)
     //  Pseudo-terminals (IPython's `!cmd`) through this devpts instance.
     unlink (ptmx);
     if (symlink ("pts/ptmx", ptmx) < 0)
-        gi_log ("cannot link /dev/ptmx: %s", strerror (errno));
+        gi_log (CH_LOG_WARN, "sys.ptmx_link", "reason=\"%s\"", strerror (errno));
     return 0;
 }
 
@@ -128,11 +129,11 @@ s_mount_disk (void)
         return 0;
     int rc = -errno;
     if (!s_disk_blank (disk)) {
-        gi_log ("cannot mount %s (%s) and it is not blank: not formatting it",
-                disk, strerror (-rc));
+        gi_log (CH_LOG_ERROR, "sys.disk_unmountable", "disk=%s reason=\"%s\" "
+                "action=keep_unformatted", disk, strerror (-rc));
         return rc;
     }
-    gi_log ("%s is blank: formatting it as ext4", disk);
+    gi_log (CH_LOG_INFO, "sys.disk_format", "disk=%s fs=ext4", disk);
     char *argv [] = { "/sbin/mkfs.ext4", "-q", "-F", "-m", "0", "-L", "workspace",
                       (char *) disk, NULL };
     if ((rc = s_run (argv)) < 0)
@@ -162,7 +163,7 @@ gi_sys_workspace (char *kind, size_t kindlen)
     int rc = stat (s_disk.disk, &st) == 0 && S_ISBLK (st.st_mode) ? s_mount_disk () : -ENODEV;
     snprintf (kind, kindlen, "%s", rc == 0 ? "ext4" : "tmpfs");
     if (rc < 0) {
-        gi_log ("no session disk (%s): /workspace is a tmpfs in guest RAM", strerror (-rc));
+        gi_log (CH_LOG_WARN, "sys.no_disk", "reason=\"%s\" workspace=tmpfs", strerror (-rc));
         if (s_disk.mount ("workspace", s_disk.dir, "tmpfs", MS_NOSUID | MS_NODEV,
                           "mode=0755,size=25%") < 0)
             return -errno;
@@ -180,9 +181,10 @@ gi_sys_workspace_attach (void)
         return rc;
     //  Mounted is what counts: a failed chown is logged, not fatal.
     if ((rc = s_prepare ()) < 0)
-        gi_log ("%s mounted again, but not prepared: %s", s_disk.dir, strerror (-rc));
+        gi_log (CH_LOG_WARN, "sys.remounted_unprepared", "dir=%s reason=\"%s\"", s_disk.dir,
+                strerror (-rc));
     else
-        gi_log ("%s mounted again", s_disk.dir);
+        gi_log (CH_LOG_INFO, "sys.remounted", "dir=%s", s_disk.dir);
     return 0;
 }
 
@@ -195,7 +197,7 @@ gi_sys_workspace_unmount (int wait_ms)
             return 0;
         int rc = -errno;
         if (rc == -EINVAL) {
-            gi_log ("%s was not mounted", s_disk.dir);
+            gi_log (CH_LOG_INFO, "sys.not_mounted", "dir=%s", s_disk.dir);
             return 0;
         }
         if (rc != -EBUSY || waited >= wait_ms)
@@ -211,7 +213,7 @@ gi_sys_workspace_freeze (void)
     //  write nothing more (cgroup v2's freezer, the kernel's own cgroup).
     int rc = gi_sys_write_file (GI_CGROUP "/cgroup.freeze", "1");
     if (rc < 0)
-        gi_log ("cannot freeze the kernel's cgroup: %s", strerror (-rc));
+        gi_log (CH_LOG_WARN, "sys.freeze_failed", "reason=\"%s\"", strerror (-rc));
     sync ();
     return s_disk.freeze (s_disk.dir);
 }
@@ -243,7 +245,8 @@ gi_sys_disk_flush (void)
 {
     int rc = s_disk.flush (s_disk.disk);
     if (rc < 0)
-        gi_log ("cannot flush %s: %s", s_disk.disk, strerror (-rc));
+        gi_log (CH_LOG_WARN, "sys.flush_failed", "disk=%s reason=\"%s\"", s_disk.disk,
+                strerror (-rc));
     return rc;
 }
 
@@ -251,7 +254,7 @@ int
 gi_sys_network (void)
 {
     if (sethostname ("cellvm", 6) < 0)
-        gi_log ("sethostname: %s", strerror (errno));
+        gi_log (CH_LOG_WARN, "sys.sethostname", "reason=\"%s\"", strerror (errno));
     int fd = socket (AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
@@ -265,7 +268,7 @@ gi_sys_network (void)
     rc = rc < 0 ? -errno : 0;
     close (fd);
     if (rc < 0)
-        gi_log ("cannot bring lo up: %s", strerror (-rc));
+        gi_log (CH_LOG_WARN, "sys.lo_down", "reason=\"%s\"", strerror (-rc));
     return rc;
 }
 
@@ -304,12 +307,13 @@ gi_sys_port_links (void)
         snprintf (target, sizeof target, "../%s", de->d_name);
         unlink (link);
         if (symlink (target, link) < 0)
-            gi_log ("symlink %s: %s", link, strerror (errno));
+            gi_log (CH_LOG_WARN, "sys.port_link", "link=%s reason=\"%s\"", link, strerror (errno));
         //  Only the kernel's own port is opened by the kernel user.
         snprintf (target, sizeof target, "/dev/%s", de->d_name);
         if (strcmp (name, "cellvm.kernel") == 0
         &&  chown (target, GI_KERNEL_UID, GI_KERNEL_GID) < 0)
-            gi_log ("chown %s: %s", target, strerror (errno));
+            gi_log (CH_LOG_WARN, "sys.port_chown", "path=%s reason=\"%s\"", target,
+                    strerror (errno));
         chmod (target, 0600);
     }
     closedir (dir);
@@ -376,7 +380,7 @@ gi_sys_cgroup (uint64_t *limit_p)
 {
     *limit_p = 0;
     if (gi_sys_write_file ("/proc/self/oom_score_adj", "-1000") < 0)
-        gi_log ("cannot protect init from the OOM killer");
+        gi_log (CH_LOG_WARN, "sys.oom_unprotected", NULL);
     //  cpu: the kernel's processes share one CPU entity, so a fork bomb cannot
     //  starve init (which stays in the root cgroup and competes with that entity).
     int rc = gi_sys_write_file ("/sys/fs/cgroup/cgroup.subtree_control", "+memory +pids +cpu");
@@ -384,7 +388,7 @@ gi_sys_cgroup (uint64_t *limit_p)
         rc = gi_sys_write_file ("/sys/fs/cgroup/cgroup.subtree_control", "+memory +pids");
     if (rc < 0 || (mkdir (GI_CGROUP, 0755) < 0 && errno != EEXIST)) {
         rc = rc < 0 ? rc : -errno;
-        gi_log ("no memory cgroup for the kernel: %s", strerror (-rc));
+        gi_log (CH_LOG_ERROR, "sys.no_cgroup", "reason=\"%s\"", strerror (-rc));
         return rc;
     }
     char text [32];
@@ -397,7 +401,7 @@ gi_sys_cgroup (uint64_t *limit_p)
     snprintf (text, sizeof text, "%d", GI_PIDS_MAX);
     gi_sys_write_file (GI_CGROUP "/pids.max", text);
     gi_sys_write_file (GI_CGROUP "/cpu.weight", "100");
-    gi_log ("kernel cgroup: memory.max=%llu MiB pids.max=%d",
+    gi_log (CH_LOG_INFO, "sys.cgroup", "memory_max_mib=%llu pids_max=%d",
             (unsigned long long) (limit / S_MIB), GI_PIDS_MAX);
     return 0;
 }

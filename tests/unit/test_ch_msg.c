@@ -91,6 +91,23 @@ test_ch_msg_new_has_a_full_5_3_header (void **state)
     json_decref (parent);
 }
 
+//  The id of the request a message answers: "" when the parent has none,
+//  or one that is not a string.
+static void
+test_ch_msg_parent_id_reads_the_parent_header (void **state)
+{
+    (void) state;
+    json_t *parents [] = { json_pack ("{s:s}", "msg_id", "p1"), NULL, json_pack ("{s:i}",
+                           "msg_id", 7), json_pack ("{s:s}", "msg_type", "execute_request") };
+    const char *want [] = { "p1", "", "", "" };
+    for (size_t i = 0; i < 4; i++) {
+        ch_msg_t *msg = ch_msg_new (CH_IOPUB, "status", parents [i], NULL, "sess");
+        assert_string_equal (ch_msg_parent_id (msg), want [i]);
+        ch_msg_destroy (&msg);
+        json_decref (parents [i]);
+    }
+}
+
 static void
 test_ch_msg_fresh_ids_differ (void **state)
 {
@@ -109,6 +126,7 @@ main (void)
         cmocka_unit_test (test_ch_msg_decodes_a_request),
         cmocka_unit_test (test_ch_msg_rejects_bad_envelopes),
         cmocka_unit_test (test_ch_msg_new_has_a_full_5_3_header),
+        cmocka_unit_test (test_ch_msg_parent_id_reads_the_parent_header),
         cmocka_unit_test (test_ch_msg_fresh_ids_differ),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -223,6 +223,22 @@ s_raw_of (const ch_msg_t *m)
     return buf;
 }
 
+//  Control bytes, DEL and anything past ASCII (a cut UTF-8 sequence too)
+//  become '?', as does each byte asked for; the rest stays.
+static void
+test_ch_text_printable_keeps_one_ascii_line (void **state)
+{
+    (void) state;
+    char text [] = "a\tb\nc\x1b[31m\x7f\xc3\xa9\xe2\x82 \"q\" \\ ~";
+    ch_text_printable (text, NULL);
+    assert_string_equal (text, "a?b?c?[31m????? \"q\" \\ ~");
+    ch_text_printable (text, "\"\\");
+    assert_string_equal (text, "a?b?c?[31m????? ?q? ? ~");
+    char empty [] = "";
+    ch_text_printable (empty, "x");
+    assert_string_equal (empty, "");
+}
+
 static void
 test_ch_asm_raw_text_becomes_the_content (void **state)
 {
@@ -309,6 +325,7 @@ main (void)
         cmocka_unit_test (test_ch_text_content_refuses_bad_names_and_caps_the_growth),
         cmocka_unit_test (test_ch_text_utf8_tail_matches_the_escape),
         cmocka_unit_test (test_ch_text_cuts_read_as_the_whole),
+        cmocka_unit_test (test_ch_text_printable_keeps_one_ascii_line),
         cmocka_unit_test (test_ch_asm_raw_text_becomes_the_content),
         cmocka_unit_test (test_ch_asm_raw_text_hostile),
     };

@@ -8,13 +8,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <czmq.h>
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "tu_microvm.h"
+#include "ch_clock.h"
 
 //  ==========================================================================
 //  Starting.
@@ -106,9 +106,9 @@ TU_MICROVM_TEST (test_a_start_killed_in_flight_is_reaped_with_its_vm)
     int fd;
     tu_microvm_start_gated_then_kill (f, &fd);
     assert_int_equal (write (f->gate [1], "g", 1), 1);
-    int64_t end = zclock_mono () + 5000;
+    int64_t end = ch_clock_mono_ms () + 5000;
     int rc;
-    while ((rc = tu_microvm_reap (f)) == -EAGAIN && zclock_mono () < end)
+    while ((rc = tu_microvm_reap (f)) == -EAGAIN && ch_clock_mono_ms () < end)
         tu_microvm_pump (f, 10);
     assert_int_equal (rc, 0);
     assert_non_null (strstr (f->ex.detail, "stopped before it was ready"));

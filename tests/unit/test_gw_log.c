@@ -95,7 +95,7 @@ test_gw_log_keeps_each_event_on_one_line (void **state)
     const char *text = s_read_all ();
     const char *nl = strchr (text, '\n');
     assert_non_null (nl);
-    assert_non_null (strstr (text, "line1 line2"));
+    assert_non_null (strstr (text, "line1 line2  [31m"));
     assert_true (strstr (text, "line2") < nl);  //  still the first line
     const char *second = nl + 1;
     nl = strchr (second, '\n');

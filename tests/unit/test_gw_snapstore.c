@@ -24,6 +24,7 @@
 #include "ch_util.h"
 #include "snap/gw_snapstore.h"
 #include "tu.h"
+#include "ch_clock.h"
 
 typedef struct {
     char dir [TU_DIR_MAX];                      //  tu_fixture_new's scratch dir
@@ -496,9 +497,9 @@ test_gw_snapstore_remove_waits_for_readers (void **state)
     s_snap (fx, "s1", 1, 100);
     gw_snapref_t *ref = gw_snapstore_open (fx->ss, "s1", NULL, fx->err, sizeof fx->err);
     assert_non_null (ref);
-    int64_t t0 = ch_now_ms ();
+    int64_t t0 = ch_clock_mono_ms ();
     assert_int_equal (gw_snapstore_remove (fx->ss, "s1", 150, fx->err, sizeof fx->err), -EBUSY);
-    assert_true (ch_now_ms () - t0 >= 140);
+    assert_true (ch_clock_mono_ms () - t0 >= 140);
     assert_err_has (fx, "in use");
     assert_int_equal (s_open_rc (fx, "s1"), 0);   //  still whole
     gw_snapref_destroy (&ref);
@@ -523,9 +524,9 @@ test_gw_snapstore_remove_waits_for_readers (void **state)
     char c = 0;
     assert_int_equal (read (sync [0], &c, 1), 1);
     assert_int_equal (c, '1');
-    t0 = ch_now_ms ();
+    t0 = ch_clock_mono_ms ();
     assert_int_equal (gw_snapstore_remove (fx->ss, "s2", 5000, fx->err, sizeof fx->err), 0);
-    assert_true (ch_now_ms () - t0 >= 200);
+    assert_true (ch_clock_mono_ms () - t0 >= 200);
     waitpid (pid, NULL, 0);
     close (sync [0]);
     close (sync [1]);
@@ -561,9 +562,9 @@ test_gw_snapstore_open_races_remover (void **state)
     assert_int_equal (rename (trash, path), 0);
     int fd = open (path, O_RDONLY | O_DIRECTORY);
     assert_int_equal (flock (fd, LOCK_EX), 0);
-    int64_t t0 = ch_now_ms ();
+    int64_t t0 = ch_clock_mono_ms ();
     assert_int_equal (s_open_rc (fx, "s1"), -EBUSY);
-    assert_true (ch_now_ms () - t0 >= 1900);
+    assert_true (ch_clock_mono_ms () - t0 >= 1900);
     assert_err_has (fx, "being removed");
     close (fd);
     close (sync [0]);
@@ -648,9 +649,9 @@ test_gw_snapstore_gc_skips_locked (void **state)
     s_snap (fx, "s3", now - 100, 8192);
     gw_snapref_t *ref = gw_snapstore_open (fx->ss, "s1", NULL, fx->err, sizeof fx->err);
     assert_non_null (ref);
-    int64_t t0 = ch_now_ms ();
+    int64_t t0 = ch_clock_mono_ms ();
     assert_int_equal (gw_snapstore_gc (fx->ss, 150, 0, now), 1);
-    assert_true (ch_now_ms () - t0 < 1000);     //  not waited for
+    assert_true (ch_clock_mono_ms () - t0 < 1000);     //  not waited for
     assert_true (s_exists (fx, "s1"));
     assert_false (s_exists (fx, "s2"));
     assert_true (s_exists (fx, "s3"));

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "tu.h"
@@ -98,4 +99,51 @@ tu_fake_image (const char *dir, const char *hash)
     tu_write_file (dir, "vmlinux", "k");
     tu_write_file (dir, "initrd.img", "i");
     tu_write_file (dir, "rootfs.ext4", "r");
+}
+
+static int s_cap_fd = -1, s_cap_saved = -1;
+static FILE *s_cap_file;
+
+void
+tu_capture_begin (int fd)
+{
+    assert_int_equal (s_cap_fd, -1);
+    s_cap_file = tmpfile ();
+    assert_non_null (s_cap_file);
+    fflush (NULL);
+    s_cap_saved = dup (fd);
+    assert_true (s_cap_saved >= 0);
+    assert_true (dup2 (fileno (s_cap_file), fd) == fd);
+    s_cap_fd = fd;
+}
+
+const char *
+tu_capture_end (void)
+{
+    static char text [16384];
+    fflush (NULL);
+    assert_true (dup2 (s_cap_saved, s_cap_fd) == s_cap_fd);
+    close (s_cap_saved);
+    s_cap_fd = s_cap_saved = -1;
+    rewind (s_cap_file);
+    size_t n = fread (text, 1, sizeof text - 1, s_cap_file);
+    text [n] = 0;
+    fclose (s_cap_file);
+    return text;
+}
+
+void
+tu_assert_one_log_line (const char *text, const char *want)
+{
+    size_t len = strlen (text);
+    assert_true (len > 40);
+    assert_int_equal (text [4], '-');           //  2026-11-29T12:00:00.123Z level=
+    assert_int_equal (text [10], 'T');
+    assert_int_equal (text [23], 'Z');
+    assert_memory_equal (text + 24, " level=", 7);
+    assert_non_null (strstr (text, " event="));
+    assert_int_equal (text [len - 1], '\n');
+    for (size_t i = 0; i + 1 < len; i++)
+        assert_false ((unsigned char) text [i] < 0x20 || text [i] == 0x7f);
+    assert_non_null (strstr (text, want));
 }

@@ -34,4 +34,15 @@ void tu_write_file (const char *dir, const char *name, const char *text);
 //  and one-byte vmlinux, initrd.img and rootfs.ext4.
 void tu_fake_image (const char *dir, const char *hash);
 
+//  What fd is written from now on goes to a scratch file instead, until
+//  tu_capture_end puts fd back and returns it all (a static buffer). One
+//  capture at a time.
+void tu_capture_begin (int fd);
+const char *tu_capture_end (void);
+
+//  text is exactly one log line of ch_log's format (a UTC stamp, level=,
+//  event=, one newline at its end and no other control character) that
+//  holds want.
+void tu_assert_one_log_line (const char *text, const char *want);
+
 #endif

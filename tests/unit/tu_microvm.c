@@ -7,7 +7,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <czmq.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -26,6 +25,7 @@
 #include "ch_frame.h"
 #include "ch_io.h"
 #include "tu_microvm.h"
+#include "ch_clock.h"
 
 //  --------------------------------------------------------------------------
 //  Mock VMs behind gw_vmh.
@@ -220,8 +220,8 @@ tu_microvm_pump (tu_microvm_fixture_t *f, int ms)
 void
 tu_microvm_pump_for (tu_microvm_fixture_t *f, int ms)
 {
-    int64_t end = zclock_mono () + ms;
-    while (zclock_mono () < end)
+    int64_t end = ch_clock_mono_ms () + ms;
+    while (ch_clock_mono_ms () < end)
         tu_microvm_pump (f, 20);
 }
 
@@ -236,10 +236,10 @@ int tu_microvm_reap (tu_microvm_fixture_t *f) { return gw_backend_reap (f->be, &
 int
 tu_microvm_connect (tu_microvm_fixture_t *f, int *fd_p)
 {
-    int64_t end = zclock_mono () + 5000;
+    int64_t end = ch_clock_mono_ms () + 5000;
     int rc;
     while ((rc = gw_backend_connect (f->be, fd_p, f->err, sizeof f->err)) == -EAGAIN) {
-        if (zclock_mono () > end)
+        if (ch_clock_mono_ms () > end)
             fail_msg ("connect still -EAGAIN after 5 s");
         f->again += f->boots > 0;
         tu_microvm_pump (f, 10);
@@ -287,7 +287,7 @@ tu_microvm_start_gated_then_kill (tu_microvm_fixture_t *f, int *fd_p)
 ch_msg_t *
 tu_microvm_init_recv (tu_microvm_fixture_t *f, tu_microvm_vm_t *vm, int ms)
 {
-    int64_t end = zclock_mono () + ms;
+    int64_t end = ch_clock_mono_ms () + ms;
     while (true) {
         ch_msg_t *msg = NULL;
         size_t used = 0;                        //  all of it, unless a message came
@@ -296,7 +296,7 @@ tu_microvm_init_recv (tu_microvm_fixture_t *f, tu_microvm_vm_t *vm, int ms)
         vm->rpos += used;
         if (msg)
             return msg;
-        if (zclock_mono () > end)
+        if (ch_clock_mono_ms () > end)
             return NULL;
         tu_microvm_pump (f, 0);
         struct pollfd p = { vm->port [TU_MICROVM_INIT][1], POLLIN, 0 };

@@ -9,7 +9,7 @@
     ch_write_msg out). The backend is driven only through the gw_backend_*
     wrappers and a poll loop on its event fd, as the session drives it.
 
-    The macros want cmocka.h and czmq.h included before them.
+    The macros want cmocka.h included before them.
 */
 #ifndef TU_MICROVM_H_INCLUDED
 #define TU_MICROVM_H_INCLUDED
@@ -22,6 +22,7 @@
 #include "backend/gw_backend.h"
 #include "ch_asm.h"
 #include "ch_msg.h"
+#include "ch_clock.h"
 
 #define TU_MICROVM_CHUNK_MS 300                 //  the shortened chunk deadline
 #define TU_MICROVM_MAX_VMS 4
@@ -111,9 +112,9 @@ void tu_microvm_pump_for (tu_microvm_fixture_t *f, int ms);
 //  Pump until cond holds; fail the test after ms.
 #define TU_MICROVM_WAIT_FOR(f, ms, cond)                                        \
     do {                                                                        \
-        int64_t end_ = zclock_mono () + (ms);                                   \
+        int64_t end_ = ch_clock_mono_ms () + (ms);                                   \
         while (!(cond)) {                                                       \
-            if (zclock_mono () > end_)                                          \
+            if (ch_clock_mono_ms () > end_)                                          \
                 fail_msg ("timed out waiting for %s", #cond);                   \
             tu_microvm_pump ((f), 10);                                          \
         }                                                                       \

@@ -5,7 +5,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <czmq.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,6 +14,7 @@
 
 #include "tu_session.h"
 #include "ch_frame.h"
+#include "ch_clock.h"
 
 //  --------------------------------------------------------------------------
 //  Mock backend.
@@ -198,16 +198,16 @@ tu_session_kernel_recv (tu_session_t *f, int timeout_ms)
 void
 tu_session_pump (tu_session_t *f, int ms)
 {
-    int64_t until = zclock_mono () + ms;
+    int64_t until = ch_clock_mono_ms () + ms;
     do {
         int fd = gw_session_fd (f->session);
         struct pollfd p = { fd, POLLIN, 0 };
         if (fd >= 0 && poll (&p, 1, 5) == 1)
             gw_session_readable (f->session);
         else if (fd < 0)
-            zclock_sleep (5);
+            poll (NULL, 0, 5);
         gw_session_tick (f->session);
-    } while (zclock_mono () < until && !gw_session_finished (f->session));
+    } while (ch_clock_mono_ms () < until && !gw_session_finished (f->session));
 }
 
 //  --------------------------------------------------------------------------
