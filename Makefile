@@ -130,7 +130,13 @@ $(B)/tests/test_gw_%: tests/unit/test_gw_%.c $(GW_OBJ) $(TU_OBJ) $(TU_GW_OBJ)
 $(B)/share/jupyter/kernels/%/kernel.json: scripts/kernelspec.sh Makefile | $(B)/cellvm-gateway $(B)/cellvm-launch
 	CELLVM_IMAGE_DIR=$(abspath build/image) bash scripts/kernelspec.sh $* $(abspath $(B)) $@
 
-unit: $(CH_TESTS) $(KN_TESTS) $(GW_TESTS) $(GI_TESTS)
+# The helpers' own test (test_tu_skip: tu_skip fails under CI=true) runs first.
+TU_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/test_tu_*.c))
+$(B)/tests/test_tu_%: tests/unit/test_tu_%.c $(TU_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) -lcmocka
+
+unit: $(TU_TESTS) $(CH_TESTS) $(KN_TESTS) $(GW_TESTS) $(GI_TESTS)
 	@set -e; for t in $^; do echo "== $$t"; $$t; done
 
 # Guest image (docs/guest-image.md): cached outside the tree, ~1 s when nothing changed.

@@ -3,6 +3,9 @@
     One receive buffer of max_line bytes: a message is complete at its
     newline; a buffer full of bytes without one is a protocol error, so QEMU
     (or whatever sits on the socket) cannot make us allocate without bound.
+    Lines are taken from an offset into the buffer, which moves what is left
+    to its start only before a read: moving it after every line would cost a
+    buffer of short lines the square of its size.
 */
 #include "vm/gw_qmp.h"
 #include "base/gw_log.h"
@@ -27,6 +30,7 @@ struct _gw_qmp_t {
     size_t max_line;                            //  bytes in one message, newline included
     char *buf;                                  //  received bytes, max_line long
     size_t len;                                 //  bytes in buf
+    size_t off;                                 //  of which read already (lines taken)
     json_int_t next_id;                         //  id of the last command sent
     int broken;                                 //  0, or -EPIPE/-EPROTO once unusable
     const char *why;                            //  what broke it (static string)
@@ -93,10 +97,14 @@ s_break (gw_qmp_t *self, int rc, const char *why)
 //  --------------------------------------------------------------------------
 //  Receiving.
 
-//  One read into the buffer, waiting until deadline for data.
+//  One read into the buffer, waiting until deadline for data; what was not
+//  read yet goes to the buffer's start first.
 static int
 s_fill (gw_qmp_t *self, int64_t deadline)
 {
+    memmove (self->buf, self->buf + self->off, self->len - self->off);
+    self->len -= self->off;
+    self->off = 0;
     struct pollfd pfd = { .fd = self->fd, .events = POLLIN };
     int n = poll (&pfd, 1, s_left_ms (deadline));
     if (n < 0)
@@ -119,14 +127,14 @@ static int
 s_next_msg (gw_qmp_t *self, int64_t deadline, json_t **msg_p)
 {
     while (true) {
-        char *nl = memchr (self->buf, '\n', self->len);
+        char *line = self->buf + self->off;
+        char *nl = memchr (line, '\n', self->len - self->off);
         if (nl) {
-            size_t n = (size_t) (nl - self->buf), used = n + 1;
-            if (n > 0 && self->buf [n - 1] == '\r')
+            size_t n = (size_t) (nl - line);
+            self->off += n + 1;
+            if (n > 0 && line [n - 1] == '\r')
                 n--;
-            json_t *msg = n ? json_loadb (self->buf, n, 0, NULL) : NULL;
-            memmove (self->buf, self->buf + used, self->len - used);
-            self->len -= used;
+            json_t *msg = n ? json_loadb (line, n, 0, NULL) : NULL;
             if (n == 0 && ch_clock_mono_ms () >= deadline)
                 return -ETIMEDOUT;              //  a flood of blank lines ends too
             if (n == 0)
@@ -138,7 +146,7 @@ s_next_msg (gw_qmp_t *self, int64_t deadline, json_t **msg_p)
             *msg_p = msg;
             return 0;
         }
-        if (self->len == self->max_line)
+        if (self->off == 0 && self->len == self->max_line)
             return s_break (self, -EPROTO, "a QMP line is over the length limit");
         int rc = s_fill (self, deadline);
         if (rc < 0)

@@ -315,10 +315,39 @@ def test_complete_with_out_of_range_cursor(kernel, pos, clamped):
     _still_serving(kernel)
 
 
-def test_stray_input_reply_is_dropped(kernel):
-    env = kernel.envelope("stdin", "input_reply", {"value": "x"})
-    kernel.send(env)
-    _still_serving(kernel)
+def _drops_logged(k):
+    return k.stderr_tail(1 << 20).count("event=stdin.drop")
+
+
+def test_stray_input_reply_is_dropped(new_kernel):
+    """An input_reply with no input() waiting (none asked, or one answered already) is dropped:
+    the kernel logs stdin.drop, sends nothing on any channel, and keeps no value for a later
+    input(), whose own request and reply still pair up."""
+    k = new_kernel()
+    _still_serving(k)
+    answered = k.sent[k.send_execute("pass")]["header"]
+    k.wait_for(lambda m: m.parent_id == answered["msg_id"] and m.msg_type == "execute_reply")
+    time.sleep(0.2)
+    before = len(k.snapshot())
+    k.send(k.envelope("stdin", "input_reply", {"value": "stray"}))
+    k.send(k.envelope("stdin", "input_reply", {"value": "late"}, parent=answered))
+    deadline = time.monotonic() + 10
+    while _drops_logged(k) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _drops_logged(k) == 2, f"want two stdin.drop lines: {k.stderr_tail()}"
+    time.sleep(0.3)
+    assert k.snapshot()[before:] == [], "a dropped input_reply makes no message on any channel"
+    mid = k.send_execute("v = input('? ')\nprint(v[::-1])", allow_stdin=True)
+    req = k.wait_for(lambda m: m.parent_id == mid and m.msg_type == "input_request",
+                     timeout=10, what="input_request")
+    assert req.channel == "stdin" and req.content.get("prompt") == "? "
+    k.reply_to_input(req, "abc")
+    res = k.collect(mid)
+    assert_execute_ok(res)
+    assert res.stream_text() == "cba\n", "input() got the reply to its own request"
+    assert _drops_logged(k) == 2, "the paired reply was taken, not dropped"
+    assert not [m for m in k.snapshot()[before:] if m.parent_id != mid], \
+        "nothing but the cell's own messages"
 
 
 def test_sigterm_exits_cleanly(new_kernel):

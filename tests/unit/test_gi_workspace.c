@@ -360,7 +360,7 @@ test_gi_workspace_hello_formats_a_blank_disk (void **state)
 {
     tu_gi_t *f = (tu_gi_t *) *state;
     if (access ("/sbin/mkfs.ext4", X_OK) < 0)
-        skip ();
+        tu_skip ("no /sbin/mkfs.ext4 (e2fsprogs; the guest image's build needs it too)");
     FILE *disk = fopen (s_disk.disk, "w");
     assert_non_null (disk);
     assert_int_equal (ftruncate (fileno (disk), 8 << 20), 0);
@@ -388,7 +388,7 @@ test_gi_workspace_detach_with_kill_kernel_and_no_kernel (void **state)
 {
     tu_gi_t *f = (tu_gi_t *) *state;
     if (access ("/sys/fs/cgroup/kernel", F_OK) == 0)
-        skip ();                                        //  not this host's cgroup to kill
+        tu_skip ("this host has a /sys/fs/cgroup/kernel, not the test's to kill");
     s_detach_ok (f, "{\"kill_kernel\": true}", false);
     assert_int_equal (s_disk.umounts, 1);
     assert_false (s_mounted (f));

@@ -20,6 +20,7 @@
 #include "jail/gw_privd.h"
 #include "jail/gw_privmsg.h"
 #include "vm/gw_vm.h"
+#include "tu.h"
 
 #define S_NOBODY 65534u
 
@@ -189,7 +190,8 @@ test_gw_privd_serves_a_hostile_gateway_without_harm (void **state)
     char *qemu = gw_vm_which ("qemu-system-x86_64");
     if (!qemu || geteuid () != 0) {
         free (qemu);
-        skip ();
+        tu_skip (qemu ? "not root: the helper jails QEMU as root"
+                      : "no qemu-system-x86_64 on PATH (scripts/deps.sh installs it)");
     }
     gw_privd_cfg_t cfg = { .uid = S_NOBODY, .gid = S_NOBODY, .gateway = getpid (), .qemu = qemu };
     int sv [2];

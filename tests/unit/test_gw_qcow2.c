@@ -79,7 +79,7 @@ test_the_bytes_are_qemu_imgs (void **state)
 {
     fixture_t *fx = *state;
     if (system ("qemu-img --version >/dev/null 2>&1") != 0)
-        skip ();                                //  scripts/deps.sh installs it
+        tu_skip ("no qemu-img on PATH (scripts/deps.sh installs it)");
     char long_name [1024];
     memset (long_name, 'x', sizeof long_name - 1);
     long_name [0] = '/';

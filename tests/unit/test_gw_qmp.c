@@ -352,6 +352,46 @@ test_gw_qmp_reassembles_split_lines (void **state)
     assert_int_equal (wstatus, 0);
 }
 
+//  Blank lines cost what they weigh: up to 2 MiB of them, waiting on the
+//  socket as one read's worth, then the reply, read well within the deadline.
+//  (Moving the rest of the buffer after each line made that read's lines
+//  cost the square of its size: minutes.)
+static void
+test_gw_qmp_blank_lines_cost_linear_time (void **state)
+{
+    (void) state;
+    int sv [2], big = 8 << 20;
+    assert_int_equal (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    if (setsockopt (sv [1], SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof big) < 0)
+        setsockopt (sv [1], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    gw_qmp_t *qmp = gw_qmp_new (sv [0], 4 << 20);
+    static char blank [64 << 10];
+    memset (blank, '\n', sizeof blank);
+    size_t queued = 0;
+    ssize_t n;
+    while (queued < (2u << 20)
+           && (n = send (sv [1], blank, sizeof blank, MSG_DONTWAIT | MSG_NOSIGNAL)) > 0)
+        queued += (size_t) n;
+    assert_true (queued >= sizeof blank);
+    pid_t pid = fork ();                        //  the reply, once there is room for it
+    assert_true (pid >= 0);
+    if (pid == 0) {
+        close (sv [0]);
+        const char *reply = OK (1);
+        _exit (send (sv [1], reply, strlen (reply), MSG_NOSIGNAL) == (ssize_t) strlen (reply)
+               ? 0 : 1);
+    }
+    char err [256] = "";
+    int rc = gw_qmp_execute (qmp, "stop", NULL, NULL, 3000, err, sizeof err);
+    gw_qmp_destroy (&qmp);
+    close (sv [1]);
+    int wstatus = 0;
+    assert_int_equal (waitpid (pid, &wstatus, 0), pid);
+    if (rc != 0)
+        fail_msg ("%zu bytes of blank lines: rc %d: %s", queued, rc, err);
+    assert_int_equal (wstatus, 0);
+}
+
 int
 main (void)
 {
@@ -384,6 +424,7 @@ main (void)
                                          s_setup_ready, s_teardown),
         cmocka_unit_test_setup_teardown (test_gw_qmp_reassembles_split_lines,
                                          s_setup, s_teardown),
+        cmocka_unit_test (test_gw_qmp_blank_lines_cost_linear_time),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

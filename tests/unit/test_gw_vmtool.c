@@ -21,6 +21,7 @@
 
 #include "jail/gw_jail.h"
 #include "vm/gw_vm.h"
+#include "tu.h"
 
 static char s_self [4096];
 static char s_canary [64];
@@ -71,10 +72,11 @@ test_qemu_img_runs_without_capabilities_and_without_the_host (void **state)
 #if defined (__SANITIZE_ADDRESS__)
     //  The probe is this binary: sanitized, it needs /proc (not in the jail) to start, and
     //  its exit-time leak check decides its status. make test runs it unsanitized.
-    skip ();
+    tu_skip_expected ("a sanitized build: the probe is this binary, which needs /proc "
+                      "(not in the jail) to start; make test runs it unsanitized");
 #endif
     if (geteuid () != 0)
-        skip ();
+        tu_skip ("not root: the jail's namespaces need root");
     char line [256];
     s_run (GW_JAIL_OFF, line, sizeof line);     //  the control sees the host, as root
     assert_non_null (strstr (line, "uid=0 "));

@@ -530,6 +530,7 @@ static struct {
     char dir [TU_DIR_MAX];      //  the chroot, as the real root sees it
     int root_fd, cwd_fd;        //  the real root and cwd, to go back
     bool in;                    //  chrooted: the test may run
+    int why;                    //  else chroot's errno
 } s_jail;
 
 static int
@@ -542,6 +543,7 @@ s_setup_jail (void **state, const char *outdir)
     s_jail.cwd_fd = open (".", O_PATH | O_DIRECTORY | O_CLOEXEC);
     assert_true (s_jail.root_fd >= 0 && s_jail.cwd_fd >= 0);
     s_jail.in = chroot (s_jail.dir) == 0;
+    s_jail.why = s_jail.in ? 0 : errno;
     assert_int_equal (chdir ("/"), 0);
     return s_setup_with (state, s_jail.in ? outdir : NULL);
 }
@@ -587,7 +589,7 @@ test_kn_kernel_driver_hello_enters_the_workspace (void **state)
 {
     s_fixture_t *f = *state;
     if (!s_jail.in)
-        skip ();
+        tu_skip ("no chroot of its own (%s): not root", strerror (s_jail.why));
     char cwd [PATH_MAX];
     s_expect_hello (f);                 //  its own hello moves nothing
     assert_string_equal (s_cwd (cwd, sizeof cwd), "/");
@@ -608,7 +610,7 @@ test_kn_kernel_entropy_hello_enters_the_workspace_at_once (void **state)
 {
     s_fixture_t *f = *state;
     if (!s_jail.in)
-        skip ();
+        tu_skip ("no chroot of its own (%s): not root", strerror (s_jail.why));
     s_expect_hello (f);
     json_t *r1 = s_send (f, CH_SHELL, "execute_request", "block");
     pthread_mutex_lock (&f->mu);
@@ -641,7 +643,7 @@ test_kn_kernel_hello_without_a_workspace_keeps_the_cwd (void **state)
 {
     s_fixture_t *f = *state;
     if (!s_jail.in)
-        skip ();
+        tu_skip ("no chroot of its own (%s): not root", strerror (s_jail.why));
     s_expect_hello (f);
     tu_rmtree ("/workspace");
     s_send_driver_hello (f, NULL);
@@ -664,7 +666,7 @@ test_kn_kernel_local_kernel_keeps_its_cwd_on_hello (void **state)
 {
     s_fixture_t *f = *state;
     if (!s_jail.in)
-        skip ();
+        tu_skip ("no chroot of its own (%s): not root", strerror (s_jail.why));
     s_expect_hello (f);
     assert_int_equal (chdir ("/run"), 0);
     s_send_driver_hello (f, NULL);

@@ -5,6 +5,7 @@
 #ifndef TU_H_INCLUDED
 #define TU_H_INCLUDED
 
+#include <stdbool.h>
 #include <stddef.h>
 
 //  A fresh private directory /tmp/NAME_XXXXXX, its path into dir.
@@ -44,5 +45,22 @@ const char *tu_capture_end (void);
 //  event=, one newline at its end and no other control character) that
 //  holds want.
 void tu_assert_one_log_line (const char *text, const char *want);
+
+//  Skipping the running test. Each prints one line, "tu: skip TEST: WHY",
+//  then skips it (cmocka lists it as SKIPPED). With CI=true in the
+//  environment, tu_skip fails the test instead: it is for conditions a CI
+//  machine should never have (a package scripts/deps.sh installs missing,
+//  not root), so CI reports the lost coverage rather than passing without
+//  it. tu_skip_expected declares the condition one that CI may have (no
+//  guest image given to a unit run, a sanitized build, a container's
+//  filesystem): it skips under CI too. why is printf-style.
+#define tu_skip(...) tu_skip_at (__func__, false, __FILE__, __LINE__, __VA_ARGS__)
+#define tu_skip_expected(...) tu_skip_at (__func__, true, __FILE__, __LINE__, __VA_ARGS__)
+void tu_skip_at (const char *test, bool expected, const char *file, int line,
+                 const char *why, ...)
+    __attribute__ ((noreturn, format (printf, 5, 6)));
+
+//  Whether this run is CI's: CI=true in the environment.
+bool tu_in_ci (void);
 
 #endif
