@@ -102,7 +102,6 @@ tu_fake_image (const char *dir, const char *hash)
     tu_write_file (dir, "rootfs.ext4", "r");
 }
 
-<<<<<<< HEAD
 static int s_cap_fd = -1, s_cap_saved = -1;
 static FILE *s_cap_file;
 
@@ -148,7 +147,8 @@ tu_assert_one_log_line (const char *text, const char *want)
     for (size_t i = 0; i + 1 < len; i++)
         assert_false ((unsigned char) text [i] < 0x20 || text [i] == 0x7f);
     assert_non_null (strstr (text, want));
-=======
+}
+
 bool
 tu_in_ci (void)
 {
@@ -174,5 +174,4 @@ tu_skip_at (const char *test, bool expected, const char *file, int line, const c
     else
         _skip (file, line);
     abort ();                                   //  both return by longjmp
->>>>>>> sharper
 }
