@@ -57,7 +57,7 @@ KERNELSPECS := $(B)/share/jupyter/kernels/cellvm/kernel.json \
 
 DEPS_STAMP := build/.deps-ok
 
-.PHONY: sizes all deps kernel gateway init test test-fast test-fresh unit integration layers contracts check fuzz bench run serve install clean kernelspecs image template
+.PHONY: sizes all deps kernel gateway init test test-fast test-fresh scripts-test unit integration layers contracts check fuzz bench run serve install clean kernelspecs image template
 all: $(DEPS_STAMP) kernel gateway init kernelspecs $(B)/cellvm
 
 $(DEPS_STAMP): scripts/deps.sh
@@ -180,10 +180,15 @@ contracts:
 	$(PYTHON) scripts/contracts.py
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/scripts/test_contracts.py
 
-test: all layers contracts unit integration
+# The other scripts' own tests (fresh-run.sh, the unit tests' declared skips).
+scripts-test: unit
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/scripts \
+	  --ignore=tests/scripts/test_layers.py --ignore=tests/scripts/test_contracts.py
+
+test: all layers contracts unit scripts-test integration
 
 # A developer's loop (docs/testing.md): everything but the integration tests marked slow.
-test-fast: all layers contracts unit template $(B)/tests/test_gw_vm_boot
+test-fast: all layers contracts unit scripts-test template $(B)/tests/test_gw_vm_boot
 	$(INTEGRATION) -m "not slow" $(PYTEST_ARGS)
 
 # `make test` as a new machine and a background launcher run it: an empty HOME, SIGINT ignored,
