@@ -156,6 +156,16 @@ gw_backend_pause (gw_backend_t *self, const char *store_dir, const char *name,
     return self->pause (self->ctx, store_dir, name, done, arg, err, errlen);
 }
 
+int
+gw_backend_keep_paused (gw_backend_t *self)
+{
+    assert (self);
+    if (!self->keep_paused)
+        return -ENOTSUP;
+    self->keep_paused (self->ctx);
+    return 0;
+}
+
 const char *
 gw_backend_workspace (gw_backend_t *self)
 {

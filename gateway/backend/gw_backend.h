@@ -105,6 +105,9 @@ typedef struct {
     //  death. The next start resumes it. done as for snapshot. NULL: cannot.
     int (*pause) (void *ctx, const char *store_dir, const char *name, gw_chunk_fn *done,
                   void *arg, char *err, size_t errlen);
+    //  The session is suspended, not ended: its paused snapshot stays in the
+    //  store when the backend ends (a later launch resumes it). NULL: cannot.
+    void (*keep_paused) (void *ctx);
     //  Where this session's /workspace lives on the host (a disk layer or a
     //  directory), for `cellvm ls`; NULL when unknown. NULL: none.
     const char *(*workspace) (void *ctx);
@@ -149,6 +152,8 @@ int gw_backend_pause (gw_backend_t *self, const char *store_dir, const char *nam
 const char *gw_backend_name (const gw_backend_t *self);
 //  NULL when unknown.
 const char *gw_backend_workspace (gw_backend_t *self);
+//  Keep the paused snapshot when the backend ends. -ENOTSUP when it cannot.
+int gw_backend_keep_paused (gw_backend_t *self);
 bool gw_backend_sync_markers (const gw_backend_t *self);
 
 //  Destroy a backend made by one of the gw_backend_*_new constructors;

@@ -760,7 +760,8 @@ gw_backend_microvm_new_opts (const gw_vm_config_t *cfg, const gw_microvm_opts_t 
         .sync_markers = true, .keep_live = true, .event_fd = s_event_fd, .on_event = s_on_event,
         .put_chunk = s_put_chunk, .get_chunk = s_get_chunk, .cancel_chunks = s_cancel_chunks,
         .keep_workspace = gw_microvm__keep_workspace, .snapshot = gw_microvm__snapshot,
-        .pause = gw_microvm__pause, .workspace = gw_microvm__workspace,
+        .pause = gw_microvm__pause, .keep_paused = gw_microvm__keep_paused,
+        .workspace = gw_microvm__workspace,
     };
     return be;
 fail:

@@ -45,6 +45,9 @@ typedef struct {
     //  Sessions that outlive a process (docs/sessions.md). NULL: none.
     const char *adopt_chain_dir;                //  the first VM adopts this kept disk chain
     const char *from_snapshot;                  //  the first VM resumes this snapshot
+    bool resume;                                //  ... as the same session that was
+                                                //  suspended there: its generators kept,
+                                                //  the snapshot removed once it runs
     const char *snapshot_dir;                   //  the snapshot store (NULL: its default)
 } gw_microvm_opts_t;
 

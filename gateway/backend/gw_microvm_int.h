@@ -59,6 +59,7 @@ typedef struct {
     char workspace [PATH_MAX];      //  run dir/disk_top, for `cellvm ls`
     gw_snapref_t *paused_ref;       //  holds the paused snapshot (LOCK_SH: gc skips it)
     bool paused_unresumable;        //  its resume failed: never delete it
+    bool paused_kept;               //  suspended: a later launch resumes it
     gw_chunk_fn *save_done;         //  a snapshot or pause in flight
     void *save_arg;
     char save_name [80];
@@ -108,6 +109,7 @@ int gw_microvm__snapshot (void *ctx, const char *store_dir, const char *name,
                           const json_t *extra, gw_chunk_fn *done, void *arg, char *err,
                           size_t errlen);
 const char *gw_microvm__workspace (void *ctx);
+void gw_microvm__keep_paused (void *ctx);
 int gw_microvm__pause (void *ctx, const char *store_dir, const char *name, gw_chunk_fn *done,
                        void *arg, char *err, size_t errlen);
 

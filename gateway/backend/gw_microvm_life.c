@@ -123,6 +123,7 @@ gw_microvm__prepare_start (s_self_t *self)
     else if (!self->first_start_done && self->opts.from_snapshot) {
         src.store_dir = self->opts.snapshot_dir;
         src.snapshot = self->opts.from_snapshot;
+        src.keep_seeds = src.consume = self->opts.resume;
     }
     else if (!self->first_start_done && self->opts.adopt_chain_dir)
         src.chain_dir = self->opts.adopt_chain_dir;
@@ -279,10 +280,16 @@ s_hold_paused (s_self_t *self)
 }
 
 void
+gw_microvm__keep_paused (void *ctx)
+{
+    ((s_self_t *) ctx)->paused_kept = true;
+}
+
+void
 gw_microvm__end (s_self_t *self)
 {
     gw_snapref_destroy (&self->paused_ref);
-    if (!self->paused [0] || self->paused_unresumable)
+    if (!self->paused [0] || self->paused_unresumable || self->paused_kept)
         return;
     char err [400] = "";
     gw_snapstore_t *store = gw_snapstore_new (self->paused_store, err, sizeof err);

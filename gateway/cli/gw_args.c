@@ -122,6 +122,13 @@ static const gw_opt_t s_table [GW_OPT_COUNT] = {
         "each VM's disk bytes per second, per direction (cgroup io.max)" },
     [GW_OPT_DISK_IOPS] = { "disk-iops", GW_OPTKIND_SIZE, 1, 1ULL << 24, S_VM, S_MV, "N",
         "each VM's disk operations per second, per direction (cgroup io.max)" },
+    //  A session that moves between hosts through a shared store (docs/cluster.md).
+    [GW_OPT_SESSION_NAME] = { "session-name", GW_OPTKIND_STR, 0, 0, 0, S_SESS, "NAME",
+        "a session known by NAME in the store (also CELLVM_SESSION_NAME): held by one "
+        "host at a time, suspended there by SIGTERM, resumed by the next launch of NAME" },
+    [GW_OPT_LEASE_TTL] = { "lease-ttl", GW_OPTKIND_SECONDS, 0, 0, 0, S_SESS, "S",
+        "how long a named session's lease lasts unrenewed: a dead host's session can be "
+        "taken over after that (default 30)" },
     [GW_OPT_HELP] = { "help", GW_OPTKIND_FLAG, 0, 0, 0, S_MAIN, NULL, "print this and exit" },
 };
 
@@ -250,6 +257,7 @@ s_parse_value (gw_args_t *args, gw_opt_id_t id, const char *val)
                          : id == GW_OPT_TTL ? &args->ttl
                          : id == GW_OPT_SNAPSHOT_MAX_AGE ? &args->snapshot_max_age
                          : id == GW_OPT_CPUS ? &args->cpus
+                         : id == GW_OPT_LEASE_TTL ? &args->lease_ttl
                          : &args->cell_timeout;
             *slot = strtod (val, &end);
             if (end == val || *end || !(*slot >= 0) || *slot > 1e9

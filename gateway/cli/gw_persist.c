@@ -7,6 +7,7 @@
 #include "snap/gw_snapstore.h"
 #include "cli/gw_status.h"
 #include "snap/gw_vmsave.h"
+#include "snap/gw_lease.h"
 #include "ch_clock.h"
 
 #include <assert.h>
@@ -26,6 +27,10 @@ struct _gw_persist_t {
     char from [GW_SNAP_NAME_MAX + 1];           //  the snapshot to start from, "" none
     char kernel_name [128];                     //  from the connection file, "" unknown
     bool microvm;
+    //  A named session (--session-name): it moves between hosts through the store.
+    gw_lease_t *lease;                          //  held while it runs here, NULL: unnamed
+    bool lease_lost;                            //  another host took it: touch nothing
+    bool resume;                                //  from is its own suspended self
     gw_status_t *status;
     const char *state;                          //  as last written
 };
@@ -143,6 +148,79 @@ s_from (gw_persist_t *self, gw_args_t *args, const char *from, char *err, size_t
     return s_check_from (self, args, err, errlen);
 }
 
+//  Does the store hold name (whole or not: the check says which)?
+static bool
+s_in_store (const gw_persist_t *self, const char *name)
+{
+    char path [PATH_MAX + GW_SNAP_NAME_MAX + 2];
+    snprintf (path, sizeof path, "%s/%s", self->store, name);
+    return access (path, F_OK) == 0;
+}
+
+//  A named session: hold its lease before anything of it is touched, and
+//  resume it when the store has it (a suspend's, or an idle pause's, save).
+static int
+s_named (gw_persist_t *self, const gw_args_t *args, const char **from_p, char *err,
+         size_t errlen)
+{
+    const char *name = args->text [GW_OPT_SESSION_NAME] ? args->text [GW_OPT_SESSION_NAME]
+                     : getenv ("CELLVM_SESSION_NAME");
+    if (!name || !name [0])
+        return 0;
+    if (!self->microvm) {
+        snprintf (err, errlen, "session \"%.80s\": a named session needs the microvm "
+                  "backend", name);
+        return -ENOTSUP;
+    }
+    gw_snapstore_t *store = gw_snapstore_new (self->store, err, errlen);
+    if (!store)
+        return -EACCES;
+    gw_snapstore_destroy (&store);
+    char host [128] = "";
+    gethostname (host, sizeof host - 1);
+    int rc = 0;
+    double ttl = args->lease_ttl > 0 ? args->lease_ttl : GW_PERSIST_LEASE_TTL_S;
+    self->lease = gw_lease_take (self->store, name, host [0] ? host : "?", ttl,
+                                 ch_clock_wall_s (), &rc, err, errlen);
+    if (!self->lease)
+        return rc;
+    snprintf (self->pause_name, sizeof self->pause_name, "session-%s", name);
+    if (s_in_store (self, self->pause_name)) {
+        if (*from_p && (*from_p) [0])
+            gw_log (GW_LOG_INFO, "session.resume_over_snapshot", "snapshot=%.80s "
+                    "reason=\"the store holds this session: it resumes\"", *from_p);
+        *from_p = self->pause_name;
+        self->resume = true;
+    }
+    gw_log (GW_LOG_INFO, "session.lease_taken", "name=%s epoch=%d ttl_s=%g resume=%s", name,
+            gw_lease_epoch (self->lease), ttl, self->resume ? "yes" : "no");
+    return 0;
+}
+
+//  Renew a named session's lease; lost, stop at once and leave the store
+//  to its new holder.
+static void
+s_renew (gw_persist_t *self, gw_session_t *session)
+{
+    if (!self->lease || self->lease_lost)
+        return;
+    char err [600] = "";
+    double now = ch_clock_wall_s ();
+    int rc = gw_lease_renew (self->lease, now, err, sizeof err);
+    if (rc == 0)
+        return;
+    if (rc != -ESTALE && !gw_lease_lapsed (self->lease, now)) {
+        gw_log (GW_LOG_WARN, "session.lease_renew_failed", "reason=\"%s\"", err);
+        return;
+    }
+    self->lease_lost = true;
+    gw_log (GW_LOG_ERROR, "session.lease_lost", "reason=\"%s\" action=\"stop now: the "
+            "session may run on another host\"", rc == -ESTALE ? err
+            : "it could not be renewed before it expired");
+    gw_backend_keep_paused (gw_session_backend (session));
+    gw_session_shutdown (session);
+}
+
 //  The status file `cellvm ls` reads; a session goes on without one.
 static void
 s_status (gw_persist_t *self, const char *backend, const char *conn_file)
@@ -172,7 +250,7 @@ gw_persist_new (gw_args_t *args, const gw_persist_conn_t *facts, const char *con
     snprintf (self->identity, sizeof self->identity, "%s", facts->identity);
     snprintf (self->kernel_name, sizeof self->kernel_name, "%s", facts->kernel_name);
     snprintf (self->pause_name, sizeof self->pause_name, "paused-%s", self->identity);
-    if (s_paths (self, args, err, errlen) < 0)
+    if (s_paths (self, args, err, errlen) < 0 || s_named (self, args, &from, err, errlen) < 0)
         goto fail;
     s_claim (self);                             //  a restart's /workspace wins over a snapshot
     if (s_from (self, args, from, err, errlen) < 0)
@@ -183,6 +261,7 @@ fail:;
     char ignored [200];
     if (self->adopt [0])                        //  not adopted: leave it for a next try
         gw_keep_commit (self->base, self->identity, self->adopt, ignored, sizeof ignored);
+    gw_lease_destroy (&self->lease);
     free (self);
     return NULL;
 }
@@ -195,6 +274,7 @@ gw_persist_destroy (gw_persist_t **self_p)
     if (!self)
         return;
     gw_status_destroy (&self->status);
+    gw_lease_destroy (&self->lease);            //  the session is saved or gone: let go
     if (self->adopt [0] && access (self->adopt, F_OK) == 0)
         gw_fs_remove_tree (self->adopt);        //  adopted (linked) or abandoned
     free (self);
@@ -212,6 +292,7 @@ gw_persist_microvm_opts (const gw_persist_t *self, gw_microvm_opts_t *opts)
 {
     opts->adopt_chain_dir = gw_persist_adopt_dir (self);
     opts->from_snapshot = self->from [0] ? self->from : NULL;
+    opts->resume = self->resume;
     opts->snapshot_dir = self->store;
 }
 
@@ -224,6 +305,7 @@ gw_persist_session_opts (const gw_persist_t *self, const gw_args_t *args,
     opts->ttl = args->ttl;
     opts->snapshot_dir = self->store;
     opts->pause_name = self->pause_name;
+    opts->suspend_on_term = self->lease != NULL;
     opts->kernel_name = self->kernel_name [0] ? self->kernel_name : NULL;
     //  A local kernel already runs in the launch folder itself.
     static char cwd [PATH_MAX];
@@ -236,6 +318,7 @@ gw_persist_session_opts (const gw_persist_t *self, const gw_args_t *args,
 void
 gw_persist_tick (gw_persist_t *self, gw_session_t *session)
 {
+    s_renew (self, session);
     if (!self->status)
         return;
     const char *state = gw_session_state_name (session);

@@ -15,6 +15,9 @@
 
 typedef struct _gw_persist_t gw_persist_t;
 
+//  A named session's lease lasts this long unrenewed (--lease-ttl).
+#define GW_PERSIST_LEASE_TTL_S 30.0
+
 //  What a session takes from its connection file: read before the gateway
 //  drops to a service user (gw_priv), who may not reach the file.
 typedef struct {

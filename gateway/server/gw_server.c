@@ -386,9 +386,15 @@ s_on_signal (zloop_t *loop, zmq_pollitem_t *item, void *arg)
             gw_session_tick (self->session);
             continue;
         }
-        gw_log (GW_LOG_INFO, "gateway.signal", "signal=SIG%s action=shutdown",
-                sigabbrev_np ((int) si.ssi_signo));
-        gw_session_shutdown (self->session);
+        //  SIGTERM is an eviction or a drain: a named session is suspended for
+        //  its next launch. SIGHUP, the terminal gone, ends it.
+        bool term = si.ssi_signo == SIGTERM;
+        gw_log (GW_LOG_INFO, "gateway.signal", "signal=SIG%s action=%s",
+                sigabbrev_np ((int) si.ssi_signo), term ? "terminate" : "shutdown");
+        if (term)
+            gw_session_terminate (self->session);
+        else
+            gw_session_shutdown (self->session);
     }
     return s_sync (self);
 }

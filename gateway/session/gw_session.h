@@ -48,6 +48,8 @@ typedef struct {
     double ttl;                                 //  end the session S seconds after its start
     const char *snapshot_dir;                   //  the snapshot store
     const char *pause_name;                     //  the name an idle pause saves under
+    bool suspend_on_term;                       //  a named session: gw_session_terminate
+                                                //  suspends it under pause_name
     const char *kernel_name;                    //  the client's kernelspec name, NULL: unknown
     //  IPython's --Class.trait=value options, for the kernel's shell (borrowed).
     const char *const *ipython_options;
@@ -85,6 +87,10 @@ void gw_session_refuse (gw_session_t *self, gw_frames_t **ids_p, ch_msg_t **msg_
 //  Shut down without a client request (SIGTERM): ask the kernel to exit,
 //  stop it if it does not within a second, then finish.
 void gw_session_shutdown (gw_session_t *self);
+//  SIGTERM (an eviction, a drain): a named session (suspend_on_term) is
+//  saved into the store under pause_name, kept there for the next launch,
+//  and then shut down; any other session is shut down.
+void gw_session_terminate (gw_session_t *self);
 
 //  The channel fd to poll (-1 when there is none right now), and whether to
 //  poll it for writing too. Both change as kernels come and go.

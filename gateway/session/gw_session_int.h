@@ -52,6 +52,7 @@ struct _gw_session_t {
     //  gw_session_life.c
     int64_t started_at, last_activity;          //  ch_clock_mono_ms
     bool pausing, paused;                       //  idle pause under way / done
+    bool suspending;                            //  SIGTERM: pausing to be kept, then the end
     unsigned pause_failures;                    //  in a row: each doubles the wait
     gw_share_t *share;                          //  --share-cwd, NULL: off
     bool sharing;                               //  requests wait for the copy

@@ -44,8 +44,25 @@ void
 gw_session__activity (gw_session_t *self, bool resume)
 {
     self->last_activity = ch_clock_mono_ms ();
-    if (resume && self->paused && self->state == GW_SESSION_NONE && !self->shutting_down)
+    if (resume && self->paused && self->state == GW_SESSION_NONE && !self->shutting_down
+    &&  !self->suspending)
         s_resume (self);
+}
+
+//  The suspend's save is done, or failed: the session ends either way, and
+//  its snapshot stays in the store only when it is whole.
+static void
+s_suspended (gw_session_t *self, int rc, const char *err)
+{
+    if (rc == 0 && (rc = gw_backend_keep_paused (self->backend)) == 0)
+        gw_log (GW_LOG_INFO, "session.suspended", "snapshot=%s store=%s action=\"the next "
+                "launch of this session resumes it\"", self->opts.pause_name,
+                self->opts.snapshot_dir);
+    else
+        gw_log (GW_LOG_ERROR, "session.suspend_failed", "snapshot=%s reason=\"%s\" "
+                "action=\"end the session: its variables and /workspace are lost\"",
+                self->opts.pause_name, err && err [0] ? err : strerror (-rc));
+    gw_session__begin_shutdown (self, true);
 }
 
 static void
@@ -55,6 +72,10 @@ s_paused (void *arg, int rc, const json_t *reply, const uint8_t *data, size_t le
     (void) reply, (void) data, (void) len;
     gw_session_t *self = arg;
     self->pausing = false;
+    if (rc < 0 && self->suspending) {
+        s_suspended (self, rc, err);
+        return;
+    }
     if (rc < 0) {
         //  A full store stays full for a while: wait 2, 4, ... 64 idle periods.
         if (self->pause_failures < 6)
@@ -69,6 +90,10 @@ s_paused (void *arg, int rc, const json_t *reply, const uint8_t *data, size_t le
     self->state = GW_SESSION_NONE;
     self->paused = true;
     self->pause_failures = 0;
+    if (self->suspending) {
+        s_suspended (self, 0, NULL);
+        return;
+    }
     size_t paged = gw_memtrim_release ();     //  a paused session should cost ~nothing
     gw_log (GW_LOG_INFO, "session.paused", "snapshot=%s pageout_advised_kib=%zu",
             self->opts.pause_name, paged >> 10);
@@ -78,6 +103,10 @@ s_paused (void *arg, int rc, const json_t *reply, const uint8_t *data, size_t le
         gw_session__begin_shutdown (self, true);
 }
 
+//  Save the VM into the store under pause_name and stop it: an idle pause,
+//  or a suspend (s_paused tells them apart). A suspend does not wait for a
+//  cell to end: a drain's grace period would not, and the cell goes on
+//  after the resume. A refusal (an empty store, QEMU busy) is handled here.
 static void
 s_pause (gw_session_t *self)
 {
@@ -85,7 +114,11 @@ s_pause (gw_session_t *self)
     self->pausing = true;
     int rc = gw_backend_pause (self->backend, self->opts.snapshot_dir, self->opts.pause_name,
                                s_paused, self, err, sizeof err);
-    if (rc < 0) {
+    if (rc < 0 && self->suspending) {
+        self->pausing = false;
+        s_suspended (self, rc, err);
+    }
+    else if (rc < 0) {
         self->pausing = false;
         self->last_activity = ch_clock_mono_ms ();
         gw_log (GW_LOG_WARN, "session.pause_refused", "reason=\"%s\"", err);
@@ -107,9 +140,33 @@ s_expire (gw_session_t *self, const char *what, double limit)
 }
 
 void
+gw_session_terminate (gw_session_t *self)
+{
+    assert (self);
+    if (self->finished || self->shutting_down || self->suspending)
+        return;
+    if (!self->opts.suspend_on_term || !self->opts.pause_name || !self->opts.snapshot_dir) {
+        gw_session__begin_shutdown (self, true);
+        return;
+    }
+    self->suspending = true;
+    gw_log (GW_LOG_INFO, "session.suspending", "snapshot=%s state=%s", self->opts.pause_name,
+            self->paused ? "paused" : self->pausing ? "pausing" : "live");
+    if (self->paused)
+        s_suspended (self, 0, NULL);            //  already on disk
+    else if (self->pausing || self->snapshotting)
+        ;                                       //  s_paused or s_snapped goes on with it
+    else if (self->state == GW_SESSION_READY)
+        s_pause (self);
+    else
+        s_suspended (self, -ESRCH, "the kernel was not running (starting or restarting): "
+                     "there was nothing to save");
+}
+
+void
 gw_session__life_tick (gw_session_t *self, int64_t now)
 {
-    if (self->finished || self->shutting_down)
+    if (self->finished || self->shutting_down || self->suspending)
         return;
     bool idle = s_idle (self);
     if (!idle)
@@ -169,7 +226,10 @@ s_snapped (void *arg, int rc, const json_t *reply, const uint8_t *data, size_t l
     s_snap_reply (self, &job->ids, job->header, &content);
     json_decref (job->header);
     free (job);
-    gw_session__flush_held (self);
+    if (self->suspending)
+        s_pause (self);
+    else
+        gw_session__flush_held (self);
 }
 
 //  Why this session cannot take a snapshot now, or NULL.

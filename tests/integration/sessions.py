@@ -819,6 +819,18 @@ def session_identity(connection_file, key):
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+def open_session(kernel="cellvm", name=None, args=(), wait=True, **kw):
+    """A started Session of kernel with args (made text) appended to its argv; closed (killed
+    by pid) when its start fails."""
+    s = Session(kernel, name=name, extra_args=[str(a) for a in args], **kw)
+    try:
+        s.start(wait=wait)
+    except BaseException:
+        s.close()
+        raise
+    return s
+
+
 def identity_of(s):
     """The identity of a Session's gateway."""
     return session_identity(s.km.connection_file, s.key)

@@ -25,7 +25,7 @@ import time
 import pytest
 import zmq
 
-from sessions import (BACKENDS, IMAGE, READY_TIMEOUT, TIMEOUT, Session, identity_of,
+from sessions import (BACKENDS, IMAGE, READY_TIMEOUT, TIMEOUT, identity_of, open_session,
                       qemu_children, require_image, run_base, session_status, snapshot_list,
                       snapshot_request, wait_gone, wait_no_leftovers)
 
@@ -39,13 +39,7 @@ ACCEPT_ARGS = {"default": [], "1024-cold": ["--memory", "1024", "--no-templates"
 
 
 def start(kernel, name, args=(), env=None, wait=True):
-    s = Session(kernel, name=name, extra_args=[str(a) for a in args], env=env)
-    try:
-        s.start(wait=wait)
-    except BaseException:
-        s.close()
-        raise
-    return s
+    return open_session(kernel, name, args, wait, env=env)
 
 
 def last_json(text):

@@ -30,7 +30,7 @@ import time
 
 import pytest
 
-from sessions import (IMAGE, READY_TIMEOUT, TIMEOUT, Session, cellvm_cli, require_image,
+from sessions import (IMAGE, READY_TIMEOUT, TIMEOUT, cellvm_cli, open_session, require_image,
                       session_status, snapshot_list, snapshot_request, store_tree,
                       wait_ready_or_exit)
 
@@ -56,13 +56,7 @@ def sha_file(path):
 def start(name, store=None, args=(), env=None, wait=True):
     """A microvm session of the `cellvm` kernelspec with --snapshot-dir store (when given)."""
     extra = (["--snapshot-dir", str(store)] if store else []) + list(args)
-    s = Session("cellvm", name=name, extra_args=extra, env=env)
-    try:
-        s.start(wait=wait)
-    except BaseException:
-        s.close()
-        raise
-    return s
+    return open_session("cellvm", name, extra, wait, env=env)
 
 
 SETUP = ("import os, sys, json, random, numpy\n"
