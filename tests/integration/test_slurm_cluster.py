@@ -1,7 +1,6 @@
 """The three-node Slurm cluster the remote-kernel tests run on (tests/cluster/slurm_cluster.py):
 real slurmctld, slurmd and munged, each node its own network namespace, hostname and address.
 """
-import os
 import subprocess
 import sys
 import time
