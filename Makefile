@@ -53,7 +53,8 @@ KERNELSPECS := $(B)/share/jupyter/kernels/cellvm/kernel.json \
                $(B)/share/jupyter/kernels/cellvm-agent/kernel.json \
                $(B)/share/jupyter/kernels/cellvm-5.5/kernel.json \
                $(B)/share/jupyter/kernels/cellvm-notebook/kernel.json \
-               $(B)/share/jupyter/kernels/cellvm-unsafe-local/kernel.json
+               $(B)/share/jupyter/kernels/cellvm-unsafe-local/kernel.json \
+               $(B)/share/jupyter/kernels/cellvm-slurm/kernel.json
 
 DEPS_STAMP := build/.deps-ok
 
@@ -271,6 +272,12 @@ install: all
 	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm-5.5 $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-5.5/kernel.json bin
 	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm-notebook $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-notebook/kernel.json bin
 	bash scripts/kernelspec.sh cellvm-unsafe-local $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-unsafe-local/kernel.json bin
+	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm-slurm $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-slurm/kernel.json bin
+	@# The Slurm provisioner runs inside Jupyter's own process: it goes where Debian's Python
+	@# looks (/usr/local/lib/python3/dist-packages for PREFIX=/usr/local), entry point included.
+	install -d $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/cellvm_slurm-0.1.dist-info
+	install -m 644 provisioner/cellvm_slurm.py $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/
+	install -m 644 provisioner/cellvm_slurm-0.1.dist-info/* $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/cellvm_slurm-0.1.dist-info/
 
 clean:
 	rm -rf build/obj build/san build/tests build/fuzz build/share build/cellvm-*

@@ -20,6 +20,9 @@ PKGS=(
   python3-jupyter-server python3-websocket
   # the browser test (tests/integration/test_browser.py): classic Notebook in headless Chromium
   python3-notebook python3-widgetsnbextension chromium chromium-driver python3-selenium
+  # the Slurm provisioner (provisioner/, docs/slurm.md) and the three-node test cluster
+  # (tests/cluster/): the daemons, the client commands, munge, RSA/AES for the launch protocol
+  slurm-wlm slurmctld slurmd slurm-client munge python3-pycryptodome
   # the microvm backend (guest-image/build.sh installs its own build tools)
   qemu-system-x86 qemu-utils
 )

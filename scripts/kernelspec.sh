@@ -5,8 +5,9 @@
 #
 # NAME      cellvm (microVM backend), cellvm-agent, cellvm-5.5 (microVM, Jupyter
 #           protocol 5.5: XPUB IOPub with iopub_welcome), cellvm-notebook (microVM
-#           with a read-only copy of the notebook's folder) or cellvm-unsafe-local
-#           (no isolation)
+#           with a read-only copy of the notebook's folder), cellvm-unsafe-local
+#           (no isolation) or cellvm-slurm (microVM on a Slurm node, started by the
+#           cellvm-slurm provisioner through cellvm-remote: docs/slurm.md)
 # DIR       absolute directory holding cellvm-gateway, or with "bin" the
 #           prefix whose bin/ holds it (make install)
 # OUT_JSON  the kernel.json to write (its directory is created)
@@ -26,7 +27,7 @@ esac
 gateway="${dir%/}/cellvm-launch"
 [ "$sub" = bin ] && gateway="${dir%/}/bin/cellvm-launch"
 
-extra="" protocol=""
+extra="" protocol="" remote=""
 case "$name" in
   cellvm)
     backend=microvm
@@ -49,6 +50,12 @@ case "$name" in
     backend=microvm
     extra=', "--share-cwd"'
     display="Python 3 (cellvm microVM, with the notebook's folder)" ;;
+  cellvm-slurm)
+    # The provisioner (provisioner/cellvm_slurm.py) submits argv as a Slurm job and fills
+    # the placeholders; cellvm-remote on the node binds the ports, answers the provisioner
+    # and runs cellvm-gateway with the arguments after "--".
+    backend=microvm remote=1
+    display="Python 3 (cellvm microVM on a Slurm node)" ;;
   cellvm-unsafe-local)
     backend=unsafe-local
     display="Python 3 (cellvm unsafe-local, NO isolation)" ;;
@@ -89,16 +96,26 @@ elif /usr/bin/python3 -c 'import debugpy, IPython' >/dev/null 2>&1; then
   debugger=true
 fi
 
+argv="$(json_str "$gateway"), \"--connection-file\", \"{connection_file}\",
+           \"--backend\", \"$backend\"$extra"
+provisioner=""
+if [ -n "$remote" ]; then
+  argv="$(json_str "$(dirname "$gateway")/cellvm-remote"), \"--kernel-id\", \"{kernel_id}\",
+           \"--response-address\", \"{response_address}\", \"--public-key\", \"{public_key}\",
+           \"--port-range\", \"{port_range}\", \"--\", \"--backend\", \"$backend\"$extra"
+  # A microVM's cold boot on a node under TCG takes tens of seconds (docs/slurm.md).
+  provisioner=', "kernel_provisioner": {"provisioner_name": "cellvm-slurm", "config": {"launch_timeout": 120}}'
+fi
+
 mkdir -p "$(dirname "$out")"
 tmp="$out.tmp.$$"
 cat > "$tmp" <<JSON
 {
-  "argv": [$(json_str "$gateway"), "--connection-file", "{connection_file}",
-           "--backend", "$backend"$extra],
+  "argv": [$argv],
   "display_name": $(json_str "$display"),
   "language": "python",
   "interrupt_mode": "message",$proto_line
-  "metadata": {"debugger": $debugger, "cellvm_backend": "$backend"}
+  "metadata": {"debugger": $debugger, "cellvm_backend": "$backend"$provisioner}
 }
 JSON
 mv -f "$tmp" "$out"
