@@ -5,6 +5,7 @@
     vanished client cannot stall the kernel's output for the others.
 */
 #include "server/gw_server.h"
+#include "server/gw_curve.h"
 #include "server/gw_heartbeat.h"
 #include "base/gw_log.h"
 #include "server/gw_out_replay.h"
@@ -523,6 +524,11 @@ s_bind (gw_server_t *self, ch_channel_t ch, const gw_conn_t *conn, size_t max_ms
     }
     if (gw_conn_listen_fd (conn, ports [ch]) >= 0)
         zsock_set_use_fd (sock, gw_conn_listen_fd (conn, ports [ch]));
+    int rc = gw_curve_server (zsock_resolve (sock), conn, ch_channel_name (ch), err, errlen);
+    if (rc < 0) {
+        zsock_destroy (&sock);
+        return rc;
+    }
     if (zsock_bind (sock, "%s", endpoint) < 0) {
         snprintf (err, errlen, "cannot bind %s on %s: %s", ch_channel_name (ch), endpoint,
                   zmq_strerror (zmq_errno ()));
@@ -537,15 +543,12 @@ static int
 s_bind_all (gw_server_t *self, const gw_conn_t *conn, size_t max_msg, char *err, size_t errlen)
 {
     ch_channel_t order [] = { CH_SHELL, CH_IOPUB, CH_STDIN, CH_CONTROL };
+    if (gw_curve_check (conn, err, errlen) < 0)
+        return -EINVAL;
     for (size_t i = 0; i < 4; i++)
         if (s_bind (self, order [i], conn, max_msg, err, errlen) < 0)
             return -EADDRINUSE;
-    char endpoint [300];
-    if (gw_conn_endpoint (conn, GW_PORT_HB, endpoint, sizeof endpoint) < 0) {
-        snprintf (err, errlen, "cannot form the hb endpoint");
-        return -EINVAL;
-    }
-    self->hb = gw_heartbeat_new (endpoint, gw_conn_listen_fd (conn, GW_PORT_HB), err, errlen);
+    self->hb = gw_heartbeat_new (conn, err, errlen);
     return self->hb ? 0 : -EADDRINUSE;
 }
 
@@ -603,12 +606,13 @@ gw_server_new (const gw_conn_t *conn, gw_backend_t **backend_p, const gw_session
     self->session = gw_session_new (backend_p, opts, s_emit, self);
     s_setup_loop (self);
     gw_log (GW_LOG_INFO, "gateway.listening", "transport=%s ip=%s shell=%d iopub=%d stdin=%d "
-            "control=%d hb=%d protocol=%s signed=%s prebound=%s", gw_conn_transport (conn),
+            "control=%d hb=%d protocol=%s signed=%s curve=%s prebound=%s",
+            gw_conn_transport (conn),
             gw_conn_ip (conn), gw_conn_port (conn, GW_PORT_SHELL),
             gw_conn_port (conn, GW_PORT_IOPUB), gw_conn_port (conn, GW_PORT_STDIN),
             gw_conn_port (conn, GW_PORT_CONTROL), gw_conn_port (conn, GW_PORT_HB),
             self->v55 ? "5.5" : "5.3", keylen ? "yes" : "no",
-            gw_conn_listen_fd (conn, GW_PORT_SHELL) >= 0 ? "yes" : "no");
+            gw_conn_curve (conn, NULL, NULL) ? "yes" : "no", gw_conn_listen_fd (conn, GW_PORT_SHELL) >= 0 ? "yes" : "no");
     return self;
 fail:
     gw_backend_destroy (backend_p);
