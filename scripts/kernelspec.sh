@@ -89,6 +89,11 @@ elif /usr/bin/python3 -c 'import debugpy, IPython' >/dev/null 2>&1; then
   debugger=true
 fi
 
+# The gateway is a CurveZMQ server on all five ports when the connection file carries
+# curve_publickey/curve_secretkey (docs/security.md): jupyter_client 8.9 provisions the keys
+# (transport_encryption "auto") only for a kernelspec that says so, in the list form of the JEP.
+# Older clients (Debian's 7.4.9) ignore metadata they do not know.
+
 mkdir -p "$(dirname "$out")"
 tmp="$out.tmp.$$"
 cat > "$tmp" <<JSON
@@ -98,7 +103,8 @@ cat > "$tmp" <<JSON
   "display_name": $(json_str "$display"),
   "language": "python",
   "interrupt_mode": "message",$proto_line
-  "metadata": {"debugger": $debugger, "cellvm_backend": "$backend"}
+  "metadata": {"debugger": $debugger, "cellvm_backend": "$backend",
+               "supported_encryption": ["curve"]}
 }
 JSON
 mv -f "$tmp" "$out"
