@@ -489,23 +489,14 @@ s_on_client (zloop_t *loop, zsock_t *sock, void *arg)
 //  --------------------------------------------------------------------------
 //  Construction.
 
-static int
-s_bind (gw_server_t *self, ch_channel_t ch, const gw_conn_t *conn, size_t max_msg,
-        char *err, size_t errlen)
+//  A new socket for ch with its options, before any bind; NULL when out of sockets.
+static zsock_t *
+s_new_sock (gw_server_t *self, ch_channel_t ch, size_t max_msg)
 {
-    static const gw_port_t ports [] = { GW_PORT_SHELL, GW_PORT_CONTROL, GW_PORT_STDIN,
-                                        GW_PORT_IOPUB };
-    char endpoint [300];
-    if (gw_conn_endpoint (conn, ports [ch], endpoint, sizeof endpoint) < 0) {
-        snprintf (err, errlen, "cannot form the %s endpoint", ch_channel_name (ch));
-        return -EINVAL;
-    }
     bool xpub = ch == CH_IOPUB && self->v55;
     zsock_t *sock = zsock_new (xpub ? ZMQ_XPUB : ch == CH_IOPUB ? ZMQ_PUB : ZMQ_ROUTER);
-    if (!sock) {
-        snprintf (err, errlen, "cannot create the %s socket", ch_channel_name (ch));
-        return -ENOMEM;
-    }
+    if (!sock)
+        return NULL;
     zsock_set_linger (sock, S_LINGER_MS);
     if (xpub) {
         zsock_set_xpub_verbose (sock, 1);       //  every subscriber is welcomed
@@ -522,21 +513,38 @@ s_bind (gw_server_t *self, ch_channel_t ch, const gw_conn_t *conn, size_t max_ms
         size_t cut = max_msg < S_TRANSPORT_MAX / 2 ? S_TRANSPORT_MAX : (size_t) INT_MAX;
         zsock_set_maxmsgsize (sock, (int) cut);
     }
+    return sock;
+}
+
+static int
+s_bind (gw_server_t *self, ch_channel_t ch, const gw_conn_t *conn, size_t max_msg,
+        char *err, size_t errlen)
+{
+    static const gw_port_t ports [] = { GW_PORT_SHELL, GW_PORT_CONTROL, GW_PORT_STDIN,
+                                        GW_PORT_IOPUB };
+    char endpoint [300];
+    if (gw_conn_endpoint (conn, ports [ch], endpoint, sizeof endpoint) < 0) {
+        snprintf (err, errlen, "cannot form the %s endpoint", ch_channel_name (ch));
+        return -EINVAL;
+    }
+    zsock_t *sock = s_new_sock (self, ch, max_msg);
+    if (!sock) {
+        snprintf (err, errlen, "cannot create the %s socket", ch_channel_name (ch));
+        return -ENOMEM;
+    }
     if (gw_conn_listen_fd (conn, ports [ch]) >= 0)
         zsock_set_use_fd (sock, gw_conn_listen_fd (conn, ports [ch]));
+    //  Security options before the bind: each connection accepted takes them.
     int rc = gw_curve_server (zsock_resolve (sock), conn, ch_channel_name (ch), err, errlen);
-    if (rc < 0) {
-        zsock_destroy (&sock);
-        return rc;
-    }
-    if (zsock_bind (sock, "%s", endpoint) < 0) {
+    if (rc == 0 && zsock_bind (sock, "%s", endpoint) < 0) {
         snprintf (err, errlen, "cannot bind %s on %s: %s", ch_channel_name (ch), endpoint,
                   zmq_strerror (zmq_errno ()));
-        zsock_destroy (&sock);
-        return -EADDRINUSE;
+        rc = -EADDRINUSE;
     }
+    if (rc < 0)
+        zsock_destroy (&sock);
     self->socks [ch] = sock;
-    return 0;
+    return rc;
 }
 
 static int
