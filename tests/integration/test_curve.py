@@ -230,10 +230,13 @@ def test_microvm_serves_only_curve_clients(tmp_path, reaper):
     serve_curve_only(kernel_spec("cellvm").argv, tmp_path, reaper, prebound=True)
 
 
-def test_unsafe_local_serves_only_curve_clients(tmp_path, reaper):
-    """cellvm-gateway binding the ports itself (no launcher), the real kernel on the host."""
+@pytest.mark.parametrize("protocol", ["5.3", "5.5"])
+def test_unsafe_local_serves_only_curve_clients(tmp_path, reaper, protocol):
+    """cellvm-gateway binding the ports itself (no launcher), the real kernel on the host; iopub
+    a PUB socket (5.3) or an XPUB (5.5)."""
     argv = [a if a != str(LAUNCH) else str(GATEWAY) for a in kernel_spec("cellvm-unsafe-local").argv]
     assert argv[0] == str(GATEWAY), argv
+    argv += ["--protocol", protocol]
     firstuse.ensure()                                   # the kernel runs on the host, as us
     serve_curve_only(argv, tmp_path, reaper, prebound=False)
 
