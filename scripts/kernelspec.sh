@@ -106,6 +106,10 @@ if [ -n "$remote" ]; then
   # A microVM's cold boot on a node under TCG takes tens of seconds (docs/slurm.md).
   provisioner=', "kernel_provisioner": {"provisioner_name": "cellvm-slurm", "config": {"launch_timeout": 120}}'
 fi
+# The gateway is a CurveZMQ server on all five ports when the connection file carries
+# curve_publickey/curve_secretkey (docs/security.md): jupyter_client 8.9 provisions the keys
+# (transport_encryption "auto") only for a kernelspec that says so, in the list form of the JEP.
+# Older clients (Debian's 7.4.9) ignore metadata they do not know.
 
 mkdir -p "$(dirname "$out")"
 tmp="$out.tmp.$$"
@@ -115,7 +119,8 @@ cat > "$tmp" <<JSON
   "display_name": $(json_str "$display"),
   "language": "python",
   "interrupt_mode": "message",$proto_line
-  "metadata": {"debugger": $debugger, "cellvm_backend": "$backend"$provisioner}
+  "metadata": {"debugger": $debugger, "cellvm_backend": "$backend",
+               "supported_encryption": ["curve"]$provisioner}
 }
 JSON
 mv -f "$tmp" "$out"

@@ -7,6 +7,7 @@
     thread.
 */
 #include "server/gw_heartbeat.h"
+#include "server/gw_curve.h"
 #include "base/gw_log.h"
 
 #include <assert.h>
@@ -45,7 +46,7 @@ s_serve (zsock_t *pipe, zsock_t *sock)
 
 typedef struct {
     const char *endpoint;
-    int listen_fd;
+    const gw_conn_t *conn;                      //  its hb listen fd and CurveZMQ keys
 } s_args_t;
 
 static void
@@ -56,15 +57,15 @@ s_actor (zsock_t *pipe, void *arg)
     zsock_t *sock = zsock_new (ZMQ_ROUTER);
     assert (sock);
     zsock_set_linger (sock, 0);
-    if (args->listen_fd >= 0)
-        zsock_set_use_fd (sock, args->listen_fd);
-    int rc = zsock_bind (sock, "%s", endpoint);
-    char report [300];
-    if (rc < 0) {
+    if (gw_conn_listen_fd (args->conn, GW_PORT_HB) >= 0)
+        zsock_set_use_fd (sock, gw_conn_listen_fd (args->conn, GW_PORT_HB));
+    char report [300] = "";
+    int rc = gw_curve_server (zsock_resolve (sock), args->conn, "hb", report, sizeof report);
+    if (rc == 0 && zsock_bind (sock, "%s", endpoint) < 0)
         snprintf (report, sizeof report, "cannot bind hb on %s: %s", endpoint,
                   zmq_strerror (zmq_errno ()));
+    if (report [0])
         zsock_destroy (&sock);
-    }
     else
         snprintf (report, sizeof report, "OK");
     zsock_signal (pipe, 0);
@@ -74,13 +75,18 @@ s_actor (zsock_t *pipe, void *arg)
 }
 
 gw_heartbeat_t *
-gw_heartbeat_new (const char *endpoint, int listen_fd, char *err, size_t errlen)
+gw_heartbeat_new (const gw_conn_t *conn, char *err, size_t errlen)
 {
-    assert (endpoint && err);
+    assert (conn && err);
+    char endpoint [300];
+    if (gw_conn_endpoint (conn, GW_PORT_HB, endpoint, sizeof endpoint) < 0) {
+        snprintf (err, errlen, "cannot form the hb endpoint");
+        return NULL;
+    }
     gw_heartbeat_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
-    s_args_t args = { endpoint, listen_fd };    //  read before the actor reports
+    s_args_t args = { endpoint, conn };         //  read before the actor reports
     self->actor = zactor_new (s_actor, &args);
     char *report = self->actor ? zstr_recv (self->actor) : NULL;
     if (!report || !streq (report, "OK")) {

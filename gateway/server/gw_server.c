@@ -5,6 +5,7 @@
     vanished client cannot stall the kernel's output for the others.
 */
 #include "server/gw_server.h"
+#include "server/gw_curve.h"
 #include "server/gw_heartbeat.h"
 #include "base/gw_log.h"
 #include "server/gw_out_replay.h"
@@ -494,23 +495,14 @@ s_on_client (zloop_t *loop, zsock_t *sock, void *arg)
 //  --------------------------------------------------------------------------
 //  Construction.
 
-static int
-s_bind (gw_server_t *self, ch_channel_t ch, const gw_conn_t *conn, size_t max_msg,
-        char *err, size_t errlen)
+//  A new socket for ch with its options, before any bind; NULL when out of sockets.
+static zsock_t *
+s_new_sock (gw_server_t *self, ch_channel_t ch, size_t max_msg)
 {
-    static const gw_port_t ports [] = { GW_PORT_SHELL, GW_PORT_CONTROL, GW_PORT_STDIN,
-                                        GW_PORT_IOPUB };
-    char endpoint [300];
-    if (gw_conn_endpoint (conn, ports [ch], endpoint, sizeof endpoint) < 0) {
-        snprintf (err, errlen, "cannot form the %s endpoint", ch_channel_name (ch));
-        return -EINVAL;
-    }
     bool xpub = ch == CH_IOPUB && self->v55;
     zsock_t *sock = zsock_new (xpub ? ZMQ_XPUB : ch == CH_IOPUB ? ZMQ_PUB : ZMQ_ROUTER);
-    if (!sock) {
-        snprintf (err, errlen, "cannot create the %s socket", ch_channel_name (ch));
-        return -ENOMEM;
-    }
+    if (!sock)
+        return NULL;
     zsock_set_linger (sock, S_LINGER_MS);
     if (xpub) {
         zsock_set_xpub_verbose (sock, 1);       //  every subscriber is welcomed
@@ -527,31 +519,50 @@ s_bind (gw_server_t *self, ch_channel_t ch, const gw_conn_t *conn, size_t max_ms
         size_t cut = max_msg < S_TRANSPORT_MAX / 2 ? S_TRANSPORT_MAX : (size_t) INT_MAX;
         zsock_set_maxmsgsize (sock, (int) cut);
     }
+    return sock;
+}
+
+static int
+s_bind (gw_server_t *self, ch_channel_t ch, const gw_conn_t *conn, size_t max_msg,
+        char *err, size_t errlen)
+{
+    static const gw_port_t ports [] = { GW_PORT_SHELL, GW_PORT_CONTROL, GW_PORT_STDIN,
+                                        GW_PORT_IOPUB };
+    char endpoint [300];
+    if (gw_conn_endpoint (conn, ports [ch], endpoint, sizeof endpoint) < 0) {
+        snprintf (err, errlen, "cannot form the %s endpoint", ch_channel_name (ch));
+        return -EINVAL;
+    }
+    zsock_t *sock = s_new_sock (self, ch, max_msg);
+    if (!sock) {
+        snprintf (err, errlen, "cannot create the %s socket", ch_channel_name (ch));
+        return -ENOMEM;
+    }
     if (gw_conn_listen_fd (conn, ports [ch]) >= 0)
         zsock_set_use_fd (sock, gw_conn_listen_fd (conn, ports [ch]));
-    if (zsock_bind (sock, "%s", endpoint) < 0) {
+    //  Security options before the bind: each connection accepted takes them.
+    int rc = gw_curve_server (zsock_resolve (sock), conn, ch_channel_name (ch), err, errlen);
+    if (rc == 0 && zsock_bind (sock, "%s", endpoint) < 0) {
         snprintf (err, errlen, "cannot bind %s on %s: %s", ch_channel_name (ch), endpoint,
                   zmq_strerror (zmq_errno ()));
-        zsock_destroy (&sock);
-        return -EADDRINUSE;
+        rc = -EADDRINUSE;
     }
+    if (rc < 0)
+        zsock_destroy (&sock);
     self->socks [ch] = sock;
-    return 0;
+    return rc;
 }
 
 static int
 s_bind_all (gw_server_t *self, const gw_conn_t *conn, size_t max_msg, char *err, size_t errlen)
 {
     ch_channel_t order [] = { CH_SHELL, CH_IOPUB, CH_STDIN, CH_CONTROL };
+    if (gw_curve_check (conn, err, errlen) < 0)
+        return -EINVAL;
     for (size_t i = 0; i < 4; i++)
         if (s_bind (self, order [i], conn, max_msg, err, errlen) < 0)
             return -EADDRINUSE;
-    char endpoint [300];
-    if (gw_conn_endpoint (conn, GW_PORT_HB, endpoint, sizeof endpoint) < 0) {
-        snprintf (err, errlen, "cannot form the hb endpoint");
-        return -EINVAL;
-    }
-    self->hb = gw_heartbeat_new (endpoint, gw_conn_listen_fd (conn, GW_PORT_HB), err, errlen);
+    self->hb = gw_heartbeat_new (conn, err, errlen);
     return self->hb ? 0 : -EADDRINUSE;
 }
 
@@ -609,12 +620,13 @@ gw_server_new (const gw_conn_t *conn, gw_backend_t **backend_p, const gw_session
     self->session = gw_session_new (backend_p, opts, s_emit, self);
     s_setup_loop (self);
     gw_log (GW_LOG_INFO, "gateway.listening", "transport=%s ip=%s shell=%d iopub=%d stdin=%d "
-            "control=%d hb=%d protocol=%s signed=%s prebound=%s", gw_conn_transport (conn),
+            "control=%d hb=%d protocol=%s signed=%s curve=%s prebound=%s",
+            gw_conn_transport (conn),
             gw_conn_ip (conn), gw_conn_port (conn, GW_PORT_SHELL),
             gw_conn_port (conn, GW_PORT_IOPUB), gw_conn_port (conn, GW_PORT_STDIN),
             gw_conn_port (conn, GW_PORT_CONTROL), gw_conn_port (conn, GW_PORT_HB),
             self->v55 ? "5.5" : "5.3", keylen ? "yes" : "no",
-            gw_conn_listen_fd (conn, GW_PORT_SHELL) >= 0 ? "yes" : "no");
+            gw_conn_curve (conn, NULL, NULL) ? "yes" : "no", gw_conn_listen_fd (conn, GW_PORT_SHELL) >= 0 ? "yes" : "no");
     return self;
 fail:
     gw_backend_destroy (backend_p);

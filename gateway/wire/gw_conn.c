@@ -29,7 +29,14 @@ struct _gw_conn_t {
     uint8_t *key;                               //  key bytes, wiped on destroy
     size_t keylen;
     int listen_fds [GW_PORT_COUNT];             //  pre-bound (gw_listen), -1: none
+    bool curve;                                 //  the file gave a CurveZMQ keypair
+    uint8_t curve_public [GW_CONN_CURVE_KEY];
+    uint8_t curve_secret [GW_CONN_CURVE_KEY];   //  wiped on destroy with the rest
 };
+
+//  Z85's alphabet (ZeroMQ RFC 32): a character's place is its digit.
+static const char s_z85 [] =
+    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
 
 static const char *s_port_names [GW_PORT_COUNT] = {
     "shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"
@@ -149,6 +156,78 @@ s_get_key (gw_conn_t *self, json_t *root, const char *path, char *err, size_t er
     return 0;
 }
 
+int
+gw_conn_z85_key (const char *text, size_t len, uint8_t out [GW_CONN_CURVE_KEY])
+{
+    assert (out);
+    if (!text || len != GW_CONN_CURVE_Z85)
+        return -EINVAL;
+    int rc = 0;
+    for (size_t group = 0; group < GW_CONN_CURVE_Z85 / 5 && rc == 0; group++) {
+        uint64_t value = 0;
+        for (size_t i = 0; i < 5 && rc == 0; i++) {
+            char c = text [5 * group + i];
+            const char *at = c ? strchr (s_z85, c) : NULL;
+            if (!at)
+                rc = -EILSEQ;
+            else
+                value = value * 85 + (uint64_t) (at - s_z85);
+        }
+        if (rc == 0 && value > UINT32_MAX)
+            rc = -ERANGE;                       //  five digits reach past four bytes
+        for (int b = 0; b < 4 && rc == 0; b++)
+            out [4 * group + (size_t) b] = (uint8_t) (value >> (24 - 8 * b));
+    }
+    if (rc != 0)
+        OPENSSL_cleanse (out, GW_CONN_CURVE_KEY);
+    return rc;
+}
+
+//  One CurveZMQ key field into out; the reason names the field, never the value.
+static int
+s_get_curve_key (json_t *v, const char *name, uint8_t out [GW_CONN_CURVE_KEY],
+                 const char *path, char *err, size_t errlen)
+{
+    const char *text = json_string_value (v);
+    size_t len = text ? json_string_length (v) : 0;
+    int rc = text ? gw_conn_z85_key (text, len, out) : -EINVAL;
+    if (rc == -EILSEQ)
+        return s_err (err, errlen, path, "field \"%s\" holds a character that is not Z85 "
+                      "(a CurveZMQ key is 40 characters of ZeroMQ's Z85, as "
+                      "zmq.curve_keypair() writes)", name);
+    if (rc < 0)
+        return s_err (err, errlen, path, "field \"%s\" must be a CurveZMQ key: a string of "
+                      "40 Z85 characters, as zmq.curve_keypair() writes (%s)", name,
+                      !text ? "it is not a string" : len != GW_CONN_CURVE_Z85
+                      ? "its length is not 40" : "a group of five characters is over 2^32 - 1");
+    return 0;
+}
+
+//  curve_publickey and curve_secretkey: both (CurveZMQ on every port) or
+//  neither (plain ports). One alone is refused: jupyter_client would then
+//  run the ports in plain text without a word, which is not what whoever
+//  wrote one key meant.
+static int
+s_get_curve (gw_conn_t *self, json_t *root, const char *path, char *err, size_t errlen)
+{
+    json_t *pub = json_object_get (root, "curve_publickey");
+    json_t *sec = json_object_get (root, "curve_secretkey");
+    pub = json_is_null (pub) ? NULL : pub;
+    sec = json_is_null (sec) ? NULL : sec;
+    if (!pub && !sec)
+        return 0;
+    if (!pub || !sec)
+        return s_err (err, errlen, path, "field \"%s\" is given without \"%s\": CurveZMQ "
+                      "needs both keys of the pair (or neither, for plain ports)",
+                      pub ? "curve_publickey" : "curve_secretkey",
+                      pub ? "curve_secretkey" : "curve_publickey");
+    if (s_get_curve_key (pub, "curve_publickey", self->curve_public, path, err, errlen) < 0
+    ||  s_get_curve_key (sec, "curve_secretkey", self->curve_secret, path, err, errlen) < 0)
+        return -EINVAL;
+    self->curve = true;
+    return 0;
+}
+
 //  Every check after the file parsed; 0 or -EINVAL with err set.
 static int
 s_validate (gw_conn_t *self, json_t *root, const char *path, char *err, size_t errlen)
@@ -170,6 +249,8 @@ s_validate (gw_conn_t *self, json_t *root, const char *path, char *err, size_t e
         || !gw_hmac_scheme_supported (self->scheme))
         return s_err (err, errlen, path, "field \"signature_scheme\" must be \"hmac-\" "
                       "followed by md5, sha1, sha224, sha256, sha384 or sha512");
+    if (s_get_curve (self, root, path, err, errlen) < 0)
+        return -EINVAL;
     return s_get_key (self, root, path, err, errlen);
 }
 
@@ -253,6 +334,17 @@ gw_conn_key (const gw_conn_t *self, size_t *len_p)
 const char *gw_conn_scheme (const gw_conn_t *self) { assert (self); return self->scheme; }
 const char *gw_conn_transport (const gw_conn_t *self) { assert (self); return self->transport; }
 const char *gw_conn_ip (const gw_conn_t *self) { assert (self); return self->ip; }
+
+bool
+gw_conn_curve (const gw_conn_t *self, const uint8_t **public_p, const uint8_t **secret_p)
+{
+    assert (self);
+    if (public_p)
+        *public_p = self->curve ? self->curve_public : NULL;
+    if (secret_p)
+        *secret_p = self->curve ? self->curve_secret : NULL;
+    return self->curve;
+}
 
 void
 gw_conn_set_listen_fds (gw_conn_t *self, const int fds [GW_PORT_COUNT])

@@ -7,10 +7,17 @@
     key (may be ""). Defaults: transport "tcp", signature_scheme
     "hmac-sha256". Unknown keys are ignored. The key never appears in any
     error text, and is wiped on destroy.
+
+    Optional, both or neither: curve_publickey and curve_secretkey, the
+    CurveZMQ keypair jupyter_client 8.9 writes (Z85, 40 characters each; one
+    pair, used by the kernel as the CURVE server and by the client too). A
+    JSON null counts as absent, as in jupyter_client. Neither key is ever
+    quoted in an error; both are wiped on destroy.
 */
 #ifndef GW_CONN_H
 #define GW_CONN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +48,21 @@ const uint8_t *gw_conn_key (const gw_conn_t *self, size_t *len_p);
 const char *gw_conn_scheme (const gw_conn_t *self);
 const char *gw_conn_transport (const gw_conn_t *self);
 const char *gw_conn_ip (const gw_conn_t *self);
+
+#define GW_CONN_CURVE_KEY 32                     //  bytes of a CurveZMQ key
+#define GW_CONN_CURVE_Z85 40                     //  its Z85 text
+
+//  The CurveZMQ keypair when the file gave one: true with borrowed 32-byte
+//  keys in *public_p and *secret_p (either may be NULL); false for plain
+//  ports.
+bool gw_conn_curve (const gw_conn_t *self, const uint8_t **public_p,
+                    const uint8_t **secret_p);
+
+//  Decode a CurveZMQ key: exactly GW_CONN_CURVE_Z85 characters of Z85
+//  (ZeroMQ RFC 32) into GW_CONN_CURVE_KEY bytes. 0; -EINVAL for another
+//  length, -EILSEQ for a character outside Z85's alphabet, -ERANGE for a
+//  group of five over 2^32 - 1. out is wiped on failure.
+int gw_conn_z85_key (const char *text, size_t len, uint8_t out [GW_CONN_CURVE_KEY]);
 
 //  Name of a port as in the file ("shell_port"...); NULL for a bad which.
 const char *gw_conn_port_name (gw_port_t which);

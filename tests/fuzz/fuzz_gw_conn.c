@@ -1,5 +1,5 @@
 /*  fuzz_gw_conn - gw_conn_load on arbitrary connection file contents, and
-    gw_listen_parse (--listen-fds) on the same bytes as text.
+    gw_listen_parse (--listen-fds) and the Z85 key decoder on the same bytes.
 
     The bytes go to a memfd and are loaded through /proc/self/fd, so no file
     is written per run. Every failure must explain itself.
@@ -37,6 +37,12 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
         for (int i = 0; conn && i < GW_PORT_COUNT; i++)
             if (gw_conn_endpoint (conn, (gw_port_t) i, endpoint, sizeof endpoint) != 0)
                 abort ();                       //  a loaded file always has endpoints
+        const uint8_t *pub = NULL, *sec = NULL;
+        if (conn && gw_conn_curve (conn, &pub, &sec) != (pub && sec))
+            abort ();                           //  CurveZMQ keys: both or neither
+        uint8_t key [GW_CONN_CURVE_KEY];
+        if (gw_conn_z85_key ((const char *) data, size, key) == 0 && size != GW_CONN_CURVE_Z85)
+            abort ();                           //  only 40 characters decode
         gw_conn_destroy (&conn);
     }
     close (fd);

@@ -1,12 +1,14 @@
-"""What the gateway test modules (test_gateway.py, test_gateway_hostile.py) share: the client
-key, a gateway behind the fake kernel (the `start_gateway` and `gw` fixtures: a module imports
-them to use them), and waiting for one message on IOPub.
+"""What the gateway test modules (test_gateway.py, test_gateway_hostile.py, test_curve.py) share:
+the client key, a gateway behind the fake kernel (the `start_gateway` and `gw` fixtures: a module
+imports them to use them), the `reaper` fixture for gateways started without a Session, and
+waiting for one message on IOPub.
 """
 import time
 
+import psutil
 import pytest
 
-from sessions import TIMEOUT, Session
+from sessions import TIMEOUT, Logs, Session, descendants, kill_procs
 
 KEY = b"test-key-5f1b9c"
 
@@ -35,6 +37,41 @@ def gw(start_gateway):
     g = start_gateway()
     g.wait_ready()
     return g
+
+
+# --------------------------------------------------------------------------
+# Process bookkeeping for the few gateways started without sessions.Session (tests of how a
+# gateway is launched): every pid we start, and their descendants, dies.
+
+@pytest.fixture
+def reaper():
+    """reaper(pid, log=None): kill pid and its process tree after the test; `log`, the file the
+    gateway writes, is registered with the session logs (attached when the test fails, scanned
+    for slow reactor turns). Processes are held as psutil.Process, so a pid recycled meanwhile
+    is never killed."""
+    procs = {}
+    logs = []
+
+    def add(pid):
+        try:
+            procs.setdefault(pid, psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+
+    def track(pid, log=None):
+        for p in [pid, *descendants(pid)]:
+            add(p)
+        if log is not None:
+            logs.append(Logs(f"gateway-{pid}", gateway_log=log))
+
+    yield track
+    for p in list(procs.values()):
+        if p.is_running():
+            for kid in descendants(p.pid):
+                add(kid)
+    kill_procs(procs.values())
+    for lg in logs:
+        lg.close()
 
 
 # --------------------------------------------------------------------------

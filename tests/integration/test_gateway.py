@@ -35,46 +35,11 @@ import zmq
 from jupyter_client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 
-from gwhelpers import KEY, gw, start_gateway, wait_iopub  # noqa: F401  (fixtures)
-from sessions import (BACKENDS, FAKE_KERNEL as FAKE, READY_TIMEOUT, TIMEOUT, Logs, Session,
-                      descendants, gone, kill_procs, qemu_run_dir, run_cell, wait_gone)
+from gwhelpers import KEY, gw, reaper, start_gateway, wait_iopub  # noqa: F401  (fixtures)
+from sessions import (BACKENDS, FAKE_KERNEL as FAKE, READY_TIMEOUT, TIMEOUT, Session, gone,
+                      qemu_run_dir, run_cell, wait_gone)
 
 DELIM = b"<IDS|MSG>"
-
-
-# --------------------------------------------------------------------------
-# Process bookkeeping for the few gateways started without sessions.Session (tests of how a
-# gateway is launched): every pid we start, and their descendants, dies.
-
-@pytest.fixture
-def reaper():
-    """reaper(pid, log=None): kill pid and its process tree after the test; `log`, the file the
-    gateway writes, is registered with the session logs (attached when the test fails, scanned
-    for slow reactor turns). Processes are held as psutil.Process, so a pid recycled meanwhile
-    is never killed."""
-    procs = {}
-    logs = []
-
-    def add(pid):
-        try:
-            procs.setdefault(pid, psutil.Process(pid))
-        except psutil.NoSuchProcess:
-            pass
-
-    def track(pid, log=None):
-        for p in [pid, *descendants(pid)]:
-            add(p)
-        if log is not None:
-            logs.append(Logs(f"gateway-{pid}", gateway_log=log))
-
-    yield track
-    for p in list(procs.values()):
-        if p.is_running():
-            for kid in descendants(p.pid):
-                add(kid)
-    kill_procs(procs.values())
-    for lg in logs:
-        lg.close()
 
 
 # --------------------------------------------------------------------------

@@ -223,6 +223,146 @@ test_gw_conn_never_puts_key_in_errors (void **state)
     s_load_error ("{" PORTS ", \"ip\": \"127.0.0.1\", \"key\": \"" SECRET "\", \"transport\": 7}");
 }
 
+//  A keypair from zmq.curve_keypair(), and the ZeroMQ documentation's key
+//  (zmq_curve(7)) with its bytes, from pyzmq's z85.decode.
+#define CURVE_PUB "<KG3wqzpv#i=iyGH1UbYvpw{0t6YQTD?g?B:H4Ku"
+#define CURVE_SEC "(:pV?D-+sMW(gib}k7GGVyV3&tloe}3}wlg>w.5*"
+#define DOC_KEY "Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID"
+static const uint8_t s_doc_key_bytes [32] = {
+    0xbb, 0x88, 0x47, 0x1d, 0x65, 0xe2, 0x65, 0x9b, 0x30, 0xc5, 0x5a, 0x53, 0x21, 0xce, 0xbb, 0x5a,
+    0xab, 0x2b, 0x70, 0xa3, 0x98, 0x64, 0x5c, 0x26, 0xdc, 0xa2, 0xb2, 0xfc, 0xb4, 0x3f, 0xc5, 0x18
+};
+
+//  GOOD with the curve fields (text after its last field, e.g. ", \"curve_publickey\": ...").
+static const char *
+s_with (const char *curve_fields)
+{
+    static char text [1024];
+    snprintf (text, sizeof text, "{" PORTS ", \"ip\": \"127.0.0.1\", \"key\": \"" SECRET "\"%s}",
+              curve_fields);
+    return text;
+}
+
+static void
+test_gw_conn_decodes_z85_keys (void **state)
+{
+    (void) state;
+    uint8_t out [GW_CONN_CURVE_KEY];
+    assert_int_equal (gw_conn_z85_key (DOC_KEY, strlen (DOC_KEY), out), 0);
+    assert_memory_equal (out, s_doc_key_bytes, sizeof out);
+    const char *max = "%nSc0%nSc0%nSc0%nSc0%nSc0%nSc0%nSc0%nSc0";     //  all 0xff
+    assert_int_equal (gw_conn_z85_key (max, 40, out), 0);
+    for (size_t i = 0; i < sizeof out; i++)
+        assert_int_equal (out [i], 0xff);
+}
+
+static void
+test_gw_conn_refuses_bad_z85 (void **state)
+{
+    (void) state;
+    uint8_t out [GW_CONN_CURVE_KEY];
+    memset (out, 0x5a, sizeof out);
+    assert_int_equal (gw_conn_z85_key (DOC_KEY, 39, out), -EINVAL);
+    assert_int_equal (gw_conn_z85_key (DOC_KEY "0", 41, out), -EINVAL);
+    assert_int_equal (gw_conn_z85_key ("", 0, out), -EINVAL);
+    assert_int_equal (gw_conn_z85_key (NULL, 40, out), -EINVAL);
+    //  Characters Z85 leaves out (quote, backslash, comma, ~), and a NUL inside.
+    const char *bad [] = { "\"", "\\", ",", "~", "_", " " };
+    for (size_t i = 0; i < sizeof bad / sizeof bad [0]; i++) {
+        char key [41];
+        memcpy (key, DOC_KEY, sizeof key);
+        key [17] = bad [i][0];
+        assert_int_equal (gw_conn_z85_key (key, 40, out), -EILSEQ);
+    }
+    assert_int_equal (gw_conn_z85_key ("Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*\0IaLV{hID", 40, out),
+                      -EILSEQ);
+    //  "%nSc1" is 2^32: five digits past four bytes. The output is wiped.
+    memset (out, 0x5a, sizeof out);
+    assert_int_equal (gw_conn_z85_key ("%nSc0%nSc0%nSc0%nSc1%nSc0%nSc0%nSc0%nSc0", 40, out),
+                      -ERANGE);
+    for (size_t i = 0; i < sizeof out; i++)
+        assert_int_equal (out [i], 0);
+    assert_int_equal (gw_conn_z85_key ("########################################", 40, out),
+                      -ERANGE);
+}
+
+static void
+test_gw_conn_loads_curve_keys (void **state)
+{
+    (void) state;
+    char err [512];
+    gw_conn_t *conn = gw_conn_load (s_file (s_with (", \"curve_publickey\": \"" DOC_KEY "\", "
+                                    "\"curve_secretkey\": \"" CURVE_SEC "\"")), err, sizeof err);
+    unlink (s_path);
+    assert_non_null (conn);
+    const uint8_t *pub = NULL, *sec = NULL;
+    assert_true (gw_conn_curve (conn, &pub, &sec));
+    assert_memory_equal (pub, s_doc_key_bytes, sizeof s_doc_key_bytes);
+    uint8_t want [GW_CONN_CURVE_KEY];
+    assert_int_equal (gw_conn_z85_key (CURVE_SEC, 40, want), 0);
+    assert_memory_equal (sec, want, sizeof want);
+    gw_conn_destroy (&conn);
+}
+
+static void
+test_gw_conn_plain_without_curve_keys (void **state)
+{
+    (void) state;
+    const char *plain [] = { "", ", \"curve_publickey\": null, \"curve_secretkey\": null" };
+    for (size_t i = 0; i < sizeof plain / sizeof plain [0]; i++) {
+        char err [512];
+        gw_conn_t *conn = gw_conn_load (s_file (s_with (plain [i])), err, sizeof err);
+        unlink (s_path);
+        assert_non_null (conn);
+        const uint8_t *pub = (const uint8_t *) "x", *sec = (const uint8_t *) "x";
+        assert_false (gw_conn_curve (conn, &pub, &sec));
+        assert_null (pub);
+        assert_null (sec);
+        gw_conn_destroy (&conn);
+    }
+}
+
+//  The reason names the field and never quotes either key.
+static const char *
+s_curve_error (const char *fields)
+{
+    const char *err = s_load_error (s_with (fields));
+    assert_null (strstr (err, CURVE_PUB));
+    assert_null (strstr (err, CURVE_SEC));
+    assert_null (strstr (err, "(:pV?D"));
+    return err;
+}
+
+static void
+test_gw_conn_refuses_one_curve_key (void **state)
+{
+    (void) state;
+    const char *err = s_curve_error (", \"curve_publickey\": \"" CURVE_PUB "\"");
+    assert_non_null (strstr (err, "\"curve_publickey\" is given without \"curve_secretkey\""));
+    err = s_curve_error (", \"curve_secretkey\": \"" CURVE_SEC "\"");
+    assert_non_null (strstr (err, "\"curve_secretkey\" is given without \"curve_publickey\""));
+    err = s_curve_error (", \"curve_publickey\": null, \"curve_secretkey\": \"" CURVE_SEC "\"");
+    assert_non_null (strstr (err, "\"curve_secretkey\" is given without"));
+}
+
+static void
+test_gw_conn_refuses_bad_curve_key (void **state)
+{
+    (void) state;
+    const char *err = s_curve_error (", \"curve_publickey\": \"" CURVE_PUB "x\", "
+                                     "\"curve_secretkey\": \"" CURVE_SEC "\"");
+    assert_non_null (strstr (err, "field \"curve_publickey\" must be a CurveZMQ key"));
+    assert_non_null (strstr (err, "length is not 40"));
+    err = s_curve_error (", \"curve_publickey\": \"" CURVE_PUB "\", "
+                         "\"curve_secretkey\": \"(:pV?D-+sMW(gib}k7GGVyV3&tloe}3}wlg>w,5*\"");
+    assert_non_null (strstr (err, "field \"curve_secretkey\" holds a character that is not Z85"));
+    err = s_curve_error (", \"curve_publickey\": 42, \"curve_secretkey\": \"" CURVE_SEC "\"");
+    assert_non_null (strstr (err, "field \"curve_publickey\" must be a CurveZMQ key"));
+    assert_non_null (strstr (err, "not a string"));
+    err = s_curve_error (", \"curve_publickey\": \"" CURVE_PUB "\", \"curve_secretkey\": \"\"");
+    assert_non_null (strstr (err, "field \"curve_secretkey\" must be a CurveZMQ key"));
+}
+
 int
 main (void)
 {
@@ -239,6 +379,12 @@ main (void)
         cmocka_unit_test (test_gw_conn_rejects_bad_scheme),
         cmocka_unit_test (test_gw_conn_requires_key_and_ip),
         cmocka_unit_test (test_gw_conn_never_puts_key_in_errors),
+        cmocka_unit_test (test_gw_conn_decodes_z85_keys),
+        cmocka_unit_test (test_gw_conn_refuses_bad_z85),
+        cmocka_unit_test (test_gw_conn_loads_curve_keys),
+        cmocka_unit_test (test_gw_conn_plain_without_curve_keys),
+        cmocka_unit_test (test_gw_conn_refuses_one_curve_key),
+        cmocka_unit_test (test_gw_conn_refuses_bad_curve_key),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
