@@ -129,6 +129,9 @@ static const gw_opt_t s_table [GW_OPT_COUNT] = {
     [GW_OPT_LEASE_TTL] = { "lease-ttl", GW_OPTKIND_SECONDS, 0, 0, 0, S_SESS, "S",
         "how long a named session's lease lasts unrenewed: a dead host's session can be "
         "taken over after that (default 30)" },
+    [GW_OPT_CHECKPOINT_EVERY] = { "checkpoint-every", GW_OPTKIND_SECONDS, 0, 0, 0, S_SESS, "S",
+        "a named session is snapshotted into the store every S seconds between cells: a host "
+        "that dies loses at most that (default 0: off)" },
     [GW_OPT_HELP] = { "help", GW_OPTKIND_FLAG, 0, 0, 0, S_MAIN, NULL, "print this and exit" },
 };
 
@@ -258,6 +261,7 @@ s_parse_value (gw_args_t *args, gw_opt_id_t id, const char *val)
                          : id == GW_OPT_SNAPSHOT_MAX_AGE ? &args->snapshot_max_age
                          : id == GW_OPT_CPUS ? &args->cpus
                          : id == GW_OPT_LEASE_TTL ? &args->lease_ttl
+                         : id == GW_OPT_CHECKPOINT_EVERY ? &args->checkpoint_every
                          : &args->cell_timeout;
             *slot = strtod (val, &end);
             if (end == val || *end || !(*slot >= 0) || *slot > 1e9

@@ -8,6 +8,8 @@
 #include "cli/gw_status.h"
 #include "snap/gw_vmsave.h"
 #include "snap/gw_lease.h"
+#include "snap/gw_ckpt.h"
+#include "vm/gw_qemuver.h"
 #include "ch_clock.h"
 
 #include <assert.h>
@@ -17,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#define S_QEMUVER_MS 5000
 
 struct _gw_persist_t {
     char identity [GW_KEEP_ID_LEN + 8];
@@ -31,6 +35,9 @@ struct _gw_persist_t {
     gw_lease_t *lease;                          //  held while it runs here, NULL: unnamed
     bool lease_lost;                            //  another host took it: touch nothing
     bool resume;                                //  from is its own suspended self
+    char session_name [GW_LEASE_NAME_MAX + 1];
+    char ckpt [GW_SNAP_NAME_MAX + 1];           //  resumed from this checkpoint, "" not
+    const char *end_kind;                       //  gw_session_end_kind, NULL: not ended
     gw_status_t *status;
     const char *state;                          //  as last written
 };
@@ -98,7 +105,10 @@ s_check_from (gw_persist_t *self, gw_args_t *args, char *err, size_t errlen)
     gw_snapstore_t *store = gw_snapstore_new (self->store, err, errlen);
     gw_snapref_t *ref = store ? gw_snapstore_open (store, self->from, &rc, err, errlen) : NULL;
     json_t *want = gw_vmsave_expected (&cfg);
-    char why [600];
+    char why [600], qemu [160];
+    //  This host's QEMU build, when its binary says (a snapshot resumes only on its own).
+    if (gw_qemuver_of (cfg.qemu, S_QEMUVER_MS, qemu, sizeof qemu) == 0)
+        json_object_set_new (want, "qemu_version", json_string (qemu));
     if (!ref)
         rc = rc < 0 ? rc : -EIO;
     else if (gw_snapref_mismatch (ref, want, why, sizeof why)) {
@@ -184,16 +194,20 @@ s_named (gw_persist_t *self, const gw_args_t *args, const char **from_p, char *e
                                  ch_clock_wall_s (), &rc, err, errlen);
     if (!self->lease)
         return rc;
+    snprintf (self->session_name, sizeof self->session_name, "%s", name);
     snprintf (self->pause_name, sizeof self->pause_name, "session-%s", name);
-    if (s_in_store (self, self->pause_name)) {
-        if (*from_p && (*from_p) [0])
-            gw_log (GW_LOG_INFO, "session.resume_over_snapshot", "snapshot=%.80s "
-                    "reason=\"the store holds this session: it resumes\"", *from_p);
-        *from_p = self->pause_name;
-        self->resume = true;
-    }
-    gw_log (GW_LOG_INFO, "session.lease_taken", "name=%s epoch=%d ttl_s=%g resume=%s", name,
-            gw_lease_epoch (self->lease), ttl, self->resume ? "yes" : "no");
+    //  A suspend is newer than any checkpoint; a checkpoint is what a dead host left.
+    self->resume = s_in_store (self, self->pause_name);
+    if (!self->resume && gw_ckpt_newest (self->store, name, self->ckpt, sizeof self->ckpt) < 0)
+        self->ckpt [0] = '\0';
+    const char *found = self->resume ? self->pause_name : self->ckpt [0] ? self->ckpt : NULL;
+    if (found && *from_p && (*from_p) [0])
+        gw_log (GW_LOG_INFO, "session.resume_over_snapshot", "snapshot=%.80s reason=\"the "
+                "store holds this session: it resumes from %s\"", *from_p, found);
+    if (found)
+        *from_p = found;
+    gw_log (GW_LOG_INFO, "session.lease_taken", "name=%s epoch=%d ttl_s=%g from=%s", name,
+            gw_lease_epoch (self->lease), ttl, found ? found : "-");
     return 0;
 }
 
@@ -266,6 +280,21 @@ fail:;
     return NULL;
 }
 
+//  A named session's checkpoints go once it is suspended (the suspend is
+//  newer) or ended; a suspend that failed leaves them, its only copy. Once
+//  the backend is gone: a checkpoint still being written is then whole.
+static void
+s_end_named (gw_persist_t *self)
+{
+    if (!self->lease || self->lease_lost || !self->end_kind)
+        return;
+    if (strcmp (self->end_kind, "suspend_failed") == 0)
+        gw_log (GW_LOG_WARN, "session.checkpoints_kept", "name=%s reason=\"the suspend "
+                "failed: the next launch resumes the newest checkpoint\"", self->session_name);
+    else
+        gw_ckpt_prune (self->store, self->session_name, NULL);
+}
+
 void
 gw_persist_destroy (gw_persist_t **self_p)
 {
@@ -274,6 +303,7 @@ gw_persist_destroy (gw_persist_t **self_p)
     if (!self)
         return;
     gw_status_destroy (&self->status);
+    s_end_named (self);
     gw_lease_destroy (&self->lease);            //  the session is saved or gone: let go
     if (self->adopt [0] && access (self->adopt, F_OK) == 0)
         gw_fs_remove_tree (self->adopt);        //  adopted (linked) or abandoned
@@ -306,6 +336,8 @@ gw_persist_session_opts (const gw_persist_t *self, const gw_args_t *args,
     opts->snapshot_dir = self->store;
     opts->pause_name = self->pause_name;
     opts->suspend_on_term = self->lease != NULL;
+    opts->session_name = self->lease ? self->session_name : NULL;
+    opts->checkpoint_every = self->lease ? args->checkpoint_every : 0;
     opts->kernel_name = self->kernel_name [0] ? self->kernel_name : NULL;
     //  A local kernel already runs in the launch folder itself.
     static char cwd [PATH_MAX];
@@ -340,6 +372,7 @@ void
 gw_persist_end (gw_persist_t *self, gw_session_t *session)
 {
     char dir [PATH_MAX], err [600] = "";
+    self->end_kind = gw_session_end_kind (session);
     if (!gw_session_restart_requested (session))
         return;
     int rc = gw_keep_stage (self->base, self->identity, dir, sizeof dir, err, sizeof err);

@@ -1,6 +1,7 @@
 /*  gw_jail_mount - the minimal root a jailed QEMU sees (see gw_jail_mount.h). */
 #include "jail/gw_jail_mount.h"
 #include "base/gw_mem.h"
+#include "base/gw_runout.h"
 
 #include <assert.h>
 #include <elf.h>
@@ -22,6 +23,7 @@
 
 #define S_MAX_ENTRIES 512
 #define S_MAX_DEPTH 16                          //  symlinks followed for one path
+#define S_LIST_MS 10000                         //  the loader listing a binary's libraries
 
 struct _gw_jail_mount_t {
     char root [PATH_MAX];
@@ -285,73 +287,30 @@ s_interp (const char *exe, char *out, size_t cap)
     return rc;
 }
 
-//  What fd gives until its end, into buf as a string (cut at cap - 1).
-static void
-s_read_all (int fd, char *buf, size_t cap)
-{
-    size_t have = 0;
-    ssize_t r = 1;
-    while (fd >= 0 && have < cap - 1 && r != 0)
-        if ((r = read (fd, buf + have, cap - 1 - have)) > 0)
-            have += (size_t) r;
-        else if (r < 0 && errno != EINTR)
-            break;
-    buf [have] = '\0';
-}
-
-//  What ldd does: the loader lists exe's libraries on out_fd, and never runs exe.
-//  posix_spawn's result (0 or an errno).
-static int
-s_spawn_list (char *interp, const char *exe, int out_fd, pid_t *pid)
-{
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init (&fa);
-    posix_spawn_file_actions_adddup2 (&fa, out_fd, 1);
-    //  Default dispositions and an empty mask, not the gateway's (both survive exec).
-    posix_spawnattr_t attr;
-    sigset_t all, none;
-    sigfillset (&all);
-    sigemptyset (&none);
-    posix_spawnattr_init (&attr);
-    posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-    posix_spawnattr_setsigdefault (&attr, &all);
-    posix_spawnattr_setsigmask (&attr, &none);
-    char *argv [] = { interp, "--list", (char *) exe, NULL }, *envp [] = { NULL };
-    int rc = posix_spawn (pid, interp, &fa, &attr, argv, envp);
-    posix_spawn_file_actions_destroy (&fa);
-    posix_spawnattr_destroy (&attr);
-    return rc;
-}
-
 char **
 gw_jail_mount_libs (const char *exe)
 {
     assert (exe);
     char interp [PATH_MAX];
-    int rc = s_interp (exe, interp, sizeof interp), out [2];
+    int rc = s_interp (exe, interp, sizeof interp);
     if (rc == -ENOEXEC) {                       //  static: nothing to load
         char **none = calloc (1, sizeof *none);
         if (!none)
             abort ();
         return none;
     }
-    if (rc < 0 || pipe2 (out, O_CLOEXEC) < 0)
+    if (rc < 0)
         return NULL;
-    pid_t pid;
-    rc = s_spawn_list (interp, exe, out [1], &pid);
-    close (out [1]);
+    //  What ldd does: the loader lists exe's libraries, and never runs exe.
+    char *argv [] = { interp, "--list", (char *) exe, NULL }, *envp [] = { NULL };
     char buf [16384];
-    s_read_all (rc == 0 ? out [0] : -1, buf, sizeof buf);
-    close (out [0]);
-    int status = 0;
-    while (rc == 0 && waitpid (pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    rc = gw_runout (argv, envp, buf, sizeof buf, S_LIST_MS);
     char **libs = calloc (1, sizeof *libs);
     size_t n = 0;
     for (char *save = NULL, *line = strtok_r (buf, "\n", &save); libs && rc == 0 && line;
          line = strtok_r (NULL, "\n", &save))
         s_add_lib (&libs, &n, line);
-    if (rc != 0 || !WIFEXITED (status) || WEXITSTATUS (status) != 0 || n == 0) {
+    if (rc != 0 || n == 0) {
         for (size_t i = 0; libs && libs [i]; i++)
             free (libs [i]);
         free (libs);

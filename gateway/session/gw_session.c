@@ -682,7 +682,7 @@ int
 gw_session_start (gw_session_t *self, char *err, size_t errlen)
 {
     assert (self && self->state == GW_SESSION_NONE && self->starts == 0);
-    self->started_at = self->last_activity = ch_clock_mono_ms ();
+    self->started_at = self->last_activity = self->checkpoint_at = ch_clock_mono_ms ();
     return gw_session__start_kernel (self, false, err, errlen);
 }
 

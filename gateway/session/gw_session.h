@@ -50,6 +50,8 @@ typedef struct {
     const char *pause_name;                     //  the name an idle pause saves under
     bool suspend_on_term;                       //  a named session: gw_session_terminate
                                                 //  suspends it under pause_name
+    const char *session_name;                   //  ... its name (gw_ckpt's names)
+    double checkpoint_every;                    //  ... snapshot it every S s between cells
     const char *kernel_name;                    //  the client's kernelspec name, NULL: unknown
     //  IPython's --Class.trait=value options, for the kernel's shell (borrowed).
     const char *const *ipython_options;
@@ -91,6 +93,9 @@ void gw_session_shutdown (gw_session_t *self);
 //  saved into the store under pause_name, kept there for the next launch,
 //  and then shut down; any other session is shut down.
 void gw_session_terminate (gw_session_t *self);
+//  How the session ended: "suspended" (saved whole for the next launch),
+//  "suspend_failed", or "ended".
+const char *gw_session_end_kind (const gw_session_t *self);
 
 //  The channel fd to poll (-1 when there is none right now), and whether to
 //  poll it for writing too. Both change as kernels come and go.

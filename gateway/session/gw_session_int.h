@@ -53,6 +53,8 @@ struct _gw_session_t {
     int64_t started_at, last_activity;          //  ch_clock_mono_ms
     bool pausing, paused;                       //  idle pause under way / done
     bool suspending;                            //  SIGTERM: pausing to be kept, then the end
+    bool suspended;                             //  ... and it was saved whole
+    int64_t checkpoint_at;                      //  the last checkpoint's try (mono ms)
     unsigned pause_failures;                    //  in a row: each doubles the wait
     gw_share_t *share;                          //  --share-cwd, NULL: off
     bool sharing;                               //  requests wait for the copy

@@ -8,6 +8,7 @@
 #include "base/gw_log.h"
 #include "session/gw_out.h"
 #include "snap/gw_snapstore.h"
+#include "snap/gw_ckpt.h"
 #include "ch_text.h"
 #include "ch_clock.h"
 
@@ -54,7 +55,8 @@ gw_session__activity (gw_session_t *self, bool resume)
 static void
 s_suspended (gw_session_t *self, int rc, const char *err)
 {
-    if (rc == 0 && (rc = gw_backend_keep_paused (self->backend)) == 0)
+    self->suspended = rc == 0 && (rc = gw_backend_keep_paused (self->backend)) == 0;
+    if (self->suspended)
         gw_log (GW_LOG_INFO, "session.suspended", "snapshot=%s store=%s action=\"the next "
                 "launch of this session resumes it\"", self->opts.pause_name,
                 self->opts.snapshot_dir);
@@ -163,6 +165,69 @@ gw_session_terminate (gw_session_t *self)
                      "there was nothing to save");
 }
 
+//  Checkpoints of a named session (gw_ckpt.h).
+
+typedef struct {
+    char store [4096], name [GW_SNAP_NAME_MAX + 1], keep [GW_SNAP_NAME_MAX + 1];
+} s_prune_t;
+
+static void
+s_prune_work (void *arg)
+{
+    s_prune_t *p = arg;
+    gw_ckpt_prune (p->store, p->name, p->keep);
+}
+
+static void
+s_checkpointed (void *arg, int rc, const json_t *reply, const uint8_t *data, size_t len,
+                const char *err)
+{
+    (void) data, (void) len;
+    gw_session_t *self = arg;
+    self->snapshotting = false;
+    const char *name = json_string_value (json_object_get (reply, "name"));
+    if (rc == 0 && name) {
+        gw_log (GW_LOG_INFO, "session.checkpoint", "name=%s ms=%lld pause_ms=%lld bytes=%lld",
+                name, (long long) json_integer_value (json_object_get (reply, "ms")),
+                (long long) json_integer_value (json_object_get (reply, "pause_ms")),
+                (long long) json_integer_value (json_object_get (reply, "bytes")));
+        s_prune_t *p = calloc (1, sizeof *p);   //  the older ones go, off the reactor
+        if (!p)
+            abort ();
+        snprintf (p->store, sizeof p->store, "%s", self->opts.snapshot_dir);
+        snprintf (p->name, sizeof p->name, "%s", self->opts.session_name);
+        snprintf (p->keep, sizeof p->keep, "%s", name);
+        gw_worker_submit (self->worker, s_prune_work, free, p);
+    }
+    else
+        gw_log (GW_LOG_WARN, "session.checkpoint_failed", "reason=\"%s\" retry_after_s=%g",
+                err && err [0] ? err : strerror (-rc), self->opts.checkpoint_every);
+    if (self->suspending)
+        s_pause (self);
+    else
+        gw_session__flush_held (self);
+}
+
+static void
+s_checkpoint (gw_session_t *self, int64_t now)
+{
+    char name [GW_SNAP_NAME_MAX + 1], err [600] = "";
+    self->checkpoint_at = now;                  //  a failure is tried again S s later
+    if (gw_ckpt_name (self->opts.session_name, ch_clock_wall_s (), name, sizeof name) < 0)
+        return;
+    json_t *extra = json_pack ("{s:{s:i, s:s?}, s:s}", "source", "execution_count",
+                               self->exec_count, "kernel_name", self->opts.kernel_name,
+                               "reason", "checkpoint");
+    self->snapshotting = true;
+    int rc = gw_backend_snapshot (self->backend, self->opts.snapshot_dir, name, extra,
+                                  s_checkpointed, self, err, sizeof err);
+    json_decref (extra);
+    if (rc < 0) {
+        self->snapshotting = false;
+        gw_log (GW_LOG_WARN, "session.checkpoint_failed", "reason=\"%s\"", err);
+    }
+}
+
 void
 gw_session__life_tick (gw_session_t *self, int64_t now)
 {
@@ -183,6 +248,11 @@ gw_session__life_tick (gw_session_t *self, int64_t now)
          &&  idle_ms >= (int64_t) (self->opts.idle_pause * 1000) << self->pause_failures
          &&  self->opts.pause_name && self->opts.snapshot_dir)
         s_pause (self);
+    else if (self->opts.checkpoint_every > 0 && idle && self->state == GW_SESSION_READY
+         &&  !self->pausing && self->opts.session_name && self->opts.snapshot_dir
+         &&  now - self->checkpoint_at >= (int64_t) (self->opts.checkpoint_every * 1000)
+         &&  self->last_activity > self->checkpoint_at)
+        s_checkpoint (self, now);               //  only what changed since the last one
 }
 
 //  ---------------------------------------------------------------------------
@@ -297,6 +367,12 @@ gw_backend_t *
 gw_session_backend (gw_session_t *self)
 {
     return self->backend;
+}
+
+const char *
+gw_session_end_kind (const gw_session_t *self)
+{
+    return self->suspended ? "suspended" : self->suspending ? "suspend_failed" : "ended";
 }
 
 bool

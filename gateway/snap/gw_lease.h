@@ -38,7 +38,7 @@ typedef struct _gw_lease_t gw_lease_t;
 
 #define GW_LEASE_DIR ".leases"
 #define GW_LEASE_SKEW_S 5.0
-#define GW_LEASE_NAME_MAX 56
+#define GW_LEASE_NAME_MAX 48
 
 //  A lease name: [A-Za-z0-9_-]{1,GW_LEASE_NAME_MAX}.
 bool gw_lease_name_ok (const char *name);

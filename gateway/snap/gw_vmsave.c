@@ -4,6 +4,7 @@
 #include "ch_util.h"
 #include "base/gw_log.h"
 #include "vm/gw_qmp.h"
+#include "vm/gw_accel.h"
 #include "snap/gw_tplmeta.h"
 #include "snap/gw_snapshot.h"
 #include "ch_clock.h"
@@ -262,6 +263,13 @@ gw_vmsave_expected (const gw_vm_config_t *cfg)
     for (size_t i = 0; i < sizeof keys / sizeof keys [0]; i++)
         json_object_set (out, keys [i], json_object_get (in, keys [i]));
     json_decref (in);
+    json_object_set_new (out, "machine", json_string (GW_VMSAVE_MACHINE));
+    if (cfg->accel == GW_ACCEL_KVM) {
+        char model [256];
+        gw_accel_cpu_model (model, sizeof model);
+        json_object_set_new (out, "host_cpu", json_string (model));
+        json_object_set_new (out, "host_tsc_khz", json_integer (gw_accel_tsc_khz ()));
+    }
     return out;
 }
 

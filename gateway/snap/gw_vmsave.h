@@ -51,8 +51,11 @@ int gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave
                         gw_vmsave_out_t *out, char *err, size_t errlen);
 
 //  What a resume must match, as compared by gw_snapref_mismatch (new
-//  reference): image_hash, mem_mib, vcpus, cpu, accel, disk_bytes, append.
+//  reference): image_hash, mem_mib, vcpus, cpu, accel, disk_bytes, append,
+//  machine, and on KVM the host's CPU model and TSC rate (a KVM guest runs
+//  on the host's CPU and counts its TSC; TCG emulates both).
 json_t *gw_vmsave_expected (const gw_vm_config_t *cfg);
+#define GW_VMSAVE_MACHINE "microvm"
 
 //  Start a VM from ref for cfg (run base, image, QEMU) and resume it; the
 //  caller then reseeds it (gw_template_reseed). NULL with the reason in

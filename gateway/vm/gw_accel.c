@@ -227,6 +227,39 @@ gw_accel_tsc_khz_parse (const char *sysfs_khz, const char *cpuinfo)
     return 0;
 }
 
+//  A cpuinfo field's value, trimmed, up to its line's end.
+static void
+s_field_text (const char *cpuinfo, const char *key, char *out, size_t cap)
+{
+    const char *v = NULL;
+    out [0] = '\0';
+    if (!cpuinfo || !s_find_field (cpuinfo, key, &v))
+        return;
+    v += strspn (v, " \t");
+    size_t n = strcspn (v, "\n");
+    while (n > 0 && (v [n - 1] == ' ' || v [n - 1] == '\t'))
+        n--;
+    snprintf (out, cap, "%.*s", (int) n, v);
+}
+
+void
+gw_accel_cpu_model_parse (const char *cpuinfo, char *out, size_t cap)
+{
+    assert (out && cap > 0);
+    char vendor [64], model [192];
+    s_field_text (cpuinfo, "vendor_id", vendor, sizeof vendor);
+    s_field_text (cpuinfo, "model name", model, sizeof model);
+    snprintf (out, cap, "%s%s%s", vendor, vendor [0] && model [0] ? " " : "", model);
+}
+
+void
+gw_accel_cpu_model (char *out, size_t cap)
+{
+    char *cpuinfo = s_read_text ("/proc/cpuinfo", S_CPUINFO_MAX);
+    gw_accel_cpu_model_parse (cpuinfo, out, cap);
+    free (cpuinfo);
+}
+
 unsigned
 gw_accel_tsc_khz (void)
 {

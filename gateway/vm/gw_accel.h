@@ -55,4 +55,10 @@ unsigned gw_accel_tsc_khz_parse (const char *sysfs_khz, const char *cpuinfo);
 //  gw_accel_tsc_khz_parse on this host's files.
 unsigned gw_accel_tsc_khz (void);
 
+//  The host CPU's model ("vendor_id model name") from the first processor
+//  of cpuinfo text: what a KVM guest with -cpu host sees, so what a KVM
+//  snapshot needs again. "" when cpuinfo has neither field.
+void gw_accel_cpu_model_parse (const char *cpuinfo, char *out, size_t cap);
+void gw_accel_cpu_model (char *out, size_t cap);
+
 #endif

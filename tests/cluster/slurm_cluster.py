@@ -14,10 +14,7 @@ cluster through SLURM_CONF (`cluster.env()`).
 stop() kills by pid every process it started and every process left in a node's namespace
 (jobs included), then removes the namespaces, the bridge and the directory.
 """
-import contextlib
-import fcntl
 import os
-import random
 import re
 import shutil
 import signal
@@ -27,10 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from hosts import Hosts
+
 NODES = ("n1", "n2", "n3")
-# 10.77.N.0/24, one N per cluster alive at once (pytest-xdist runs clusters side by side).
-NET_PREFIX = "10.77"
-LOCK = Path(tempfile.gettempdir()) / "cellvm-slurm-net.lock"
 START_BUDGET = 30.0
 LOG_TAIL = 40
 
@@ -87,6 +83,7 @@ class SlurmCluster:
         self._base_parent = base
         self.dir = None
         self.procs = {}          # name -> Popen (munged, slurmctld, slurmd-<node>)
+        self.hosts = Hosts(self.nodes)
         self.netns = {}          # node -> netns name
         self.addr = {}           # node -> IPv4 address
         self.bridge = None
@@ -142,49 +139,17 @@ class SlurmCluster:
         return env
 
     def _network(self):
-        LOCK.touch(exist_ok=True)
-        with open(LOCK) as lk:
-            fcntl.flock(lk, fcntl.LOCK_EX)
-            net = self._pick_net()
-            tag = f"{net:03d}"
-            self.bridge = f"cvs{tag}br"
-            self.ctl_addr = f"{NET_PREFIX}.{net}.1"
-            _run(["ip", "link", "add", self.bridge, "type", "bridge"])
-            _run(["ip", "addr", "add", f"{self.ctl_addr}/24", "dev", self.bridge])
-            _run(["ip", "link", "set", self.bridge, "up"])
-            for i, node in enumerate(self.nodes, 1):
-                ns, veth = f"cvs{tag}{node}", f"cvs{tag}v{i}"
-                _run(["ip", "netns", "add", ns])
-                self.netns[node] = ns
-                self.addr[node] = f"{NET_PREFIX}.{net}.{10 + i}"
-                _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0",
-                      "netns", ns])
-                _run(["ip", "link", "set", veth, "master", self.bridge, "up"])
-                nsx = ["ip", "-n", ns]
-                _run(nsx + ["addr", "add", f"{self.addr[node]}/24", "dev", "eth0"])
-                _run(nsx + ["link", "set", "eth0", "up"])
-                _run(nsx + ["link", "set", "lo", "up"])
+        self.hosts.up()
+        self.netns, self.addr = self.hosts.netns, self.hosts.addr
+        self.bridge, self.ctl_addr = self.hosts.bridge, self.hosts.bridge_addr
 
-    @staticmethod
-    def _pick_net():
-        used = set(re.findall(rf"inet {re.escape(NET_PREFIX)}\.(\d+)\.",
-                              _run(["ip", "-4", "-o", "addr"]).stdout))
-        links = _run(["ip", "-o", "link"]).stdout
-        free = [n for n in range(1, 255) if str(n) not in used and f"cvs{n:03d}br" not in links]
-        if not free:
-            raise ClusterError(f"no free {NET_PREFIX}.N.0/24 network")
-        return random.choice(free)
-
-    def _spawn(self, name, argv, netns=None, hostname=None):
+    def _spawn(self, name, argv, node=None, hostname=None):
         log = open(self.dir / "log" / f"{name}.out", "wb")
-        if hostname:
-            # Its own hostname (a UTS namespace): slurmctld checks it is SlurmctldHost, a job
-            # sees its node's name.
+        if node:
+            argv = self.hosts.prefix(node, hostname) + argv
+        elif hostname:
+            # Its own hostname (a UTS namespace): slurmctld checks it is SlurmctldHost.
             argv = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname] + argv
-        if netns:
-            # nsenter joins the node's network namespace only: the mount namespace stays the
-            # root's (a shared filesystem; `ip netns exec` would make a new one).
-            argv = ["nsenter", f"--net=/run/netns/{netns}"] + argv
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                              env=self.env(), start_new_session=True)
         log.close()
@@ -256,7 +221,7 @@ PartitionName=test Nodes={names} Default=YES MaxTime=INFINITE State=UP
     def _start_slurmd(self, node):
         (self.dir / "spool" / node).mkdir(exist_ok=True)
         self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node, "-f", str(self.conf)],
-                    netns=self.netns[node], hostname=node)
+                    node=node, hostname=node)
 
     # --- waiting and reporting ---------------------------------------------------------------
 
@@ -357,19 +322,11 @@ PartitionName=test Nodes={names} Default=YES MaxTime=INFINITE State=UP
 
     def node_pids(self, node):
         """Every process in the node's network namespace: its slurmd and its jobs."""
-        p = _run(["ip", "netns", "pids", self.netns[node]], check=False)
-        return [int(x) for x in p.stdout.split()] if p.returncode == 0 else []
+        return self.hosts.pids(node)
 
     def kill_node(self, node):
         """The node dies: every process in its namespace gets SIGKILL (slurmd, steps, jobs)."""
-        for _ in range(20):
-            pids = self.node_pids(node)
-            if not pids:
-                break
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.05)
+        self.hosts.kill(node)
         p = self.procs.get(f"slurmd-{node}")
         if p:
             p.wait(timeout=10)
@@ -400,11 +357,7 @@ PartitionName=test Nodes={names} Default=YES MaxTime=INFINITE State=UP
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=5)
-        for node, ns in list(self.netns.items()):
-            _run(["ip", "netns", "delete", ns], check=False)
-            del self.netns[node]
-        if self.bridge:
-            _run(["ip", "link", "delete", self.bridge], check=False)
+        self.hosts.down()
         if self.dir:
             shutil.rmtree(self.dir, ignore_errors=True)
         self.stop_seconds = time.monotonic() - t0

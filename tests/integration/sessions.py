@@ -480,7 +480,7 @@ class Session:
     """One gateway and its kernel client, started with KernelManager from a kernelspec."""
 
     def __init__(self, kernel="cellvm", *, extra_args=(), image=None, env=None, cwd=None,
-                 key=None, name=None, log_path=None, launcher=()):
+                 key=None, name=None, log_path=None, launcher=(), ip=None):
         self.kernel = kernel
         self.name = name or f"{kernel}-{next(_serial)}"
         self.env = env                  # extra environment for the gateway, on top of ours
@@ -508,6 +508,12 @@ class Session:
         self.km = KernelManager(kernel_name=spec_name, kernel_spec_manager=ksm)
         if key is not None:
             self.km.session.key = key
+        # ip: a test host's address (tests/cluster/hosts.py). jupyter_client launches only on
+        # local addresses, so the gateway binds every address of its host (0.0.0.0 in the
+        # host's namespace) and the client connects to the host's.
+        self.client_ip = ip
+        if ip is not None:
+            self.km.ip = "0.0.0.0"
         self.kc = None
         self.ready_s = None
         self.closed = False
@@ -556,6 +562,10 @@ class Session:
         self._t0 = time.monotonic()
         self.km.start_kernel(**kw)
         self.track()
+        if self.client_ip:              # and the manager's own control socket (shutdown)
+            self.km.ip = self.client_ip
+            self.km._close_control_socket()
+            self.km._connect_control_socket()
         self.kc = self.km.client()
         self.kc.start_channels()
         if wait:

@@ -1,16 +1,22 @@
 """Named sessions that move between hosts through a shared store (docs/cluster.md, "Sessions
 that move").
 
-- SIGTERM (an eviction, a drain) suspends a named session into the store as session-<name> and
-  the gateway exits 0; the next launch of that name, through a new connection file (new ports),
-  resumes it: its variables, its /workspace, its random generators where they were, the guest
-  clock right; the resume consumes the snapshot;
-- a second launch while the session is held elsewhere is refused with words naming the holder,
-  and the running session is untouched;
-- an end (a client's shutdown) discards it: the next launch of the name starts fresh;
-- a gateway killed without a SIGTERM leaves its lease, which blocks a launch until it expires.
+"Hosts" are network namespaces with their own address and hostname (tests/cluster/hosts.py)
+that share the filesystem, as NFS would: the store is a directory every host sees. A gateway
+runs on a host through an argv prefix that enters its namespaces, its ports on the host's
+address; the client stays in the root namespace, as a front would.
 
-"Hosts" are network namespaces with their own hostname (a UTS namespace) where that matters.
+- a drain: SIGTERM suspends a named session into the store (session-<name>) and the gateway
+  exits 0; a launch of the name on another host resumes it through new ports: its variables,
+  its /workspace, its random generators where they were, the guest clock right after a pause;
+  a launch on the first host meanwhile is refused, naming the holder;
+- a resume on a host with another QEMU build or CPU model is refused in words naming the
+  difference, the snapshot kept for a host that can;
+- a host that dies (every process of its namespace killed) leaves its lease, which refuses a
+  launch until it expires; then the session comes back on another host from its last
+  checkpoint (--checkpoint-every);
+- an end (a client's shutdown) discards the session: the next launch of the name is fresh.
+
 Every gateway is a sessions.Session, closed (killed by pid) at the end of its test; stores are
 under pytest's tmp dir.
 """
@@ -19,14 +25,19 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from sessions import (READY_TIMEOUT, TIMEOUT, Session, open_session, qemu_children,
-                      snapshot_list, wait_gone)
+from sessions import READY_TIMEOUT, TIMEOUT, open_session, snapshot_list, wait_gone
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
+from hosts import Hosts  # noqa: E402
 
 SUSPEND_TIMEOUT = 300               # the save of a 512 MiB guest under TCG, loaded machine
+CLOCK_PAUSE_S = 8                   # between a suspend and its resume: the clock must catch up
 
 SETUP = ("import os, json, random\n"
          "x = 'kept in RAM'\n"
@@ -38,13 +49,20 @@ STATE = ("import json, random, time\n"
          "random.getstate() == state, time.time()]))")
 
 
-def start(name, args=(), wait=True):
-    return open_session("cellvm", name, args, wait)
+@pytest.fixture
+def hosts():
+    with Hosts(("hosta", "hostb")) as h:
+        yield h
 
 
-def named(store, session_name, ttl=None):
-    args = ["--snapshot-dir", store, "--session-name", session_name]
-    return args + (["--lease-ttl", ttl] if ttl else [])
+def on(hosts, host, label, args, wait=True):
+    """A session of the cellvm kernelspec on host, its ports on host's address."""
+    return open_session("cellvm", label, args, wait, launcher=hosts.prefix(host),
+                        ip=hosts.addr[host])
+
+
+def named(store, session_name, *more):
+    return ["--snapshot-dir", store, "--session-name", session_name, *more]
 
 
 def lease_files(store, session_name):
@@ -61,6 +79,13 @@ def wait_exit(s, timeout):
                              f"{s.log_text()[-3000:]}")
 
 
+def wait_log(s, text, count=1, timeout=TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while s.log_text().count(text) < count:
+        assert time.monotonic() < deadline, f"no {count}x {text}:\n{s.log_text()[-3000:]}"
+        time.sleep(0.2)
+
+
 def suspend(s):
     """SIGTERM to the gateway: it saves the session and exits 0; the VM is gone."""
     qemu = s.qemu_pid()
@@ -71,9 +96,9 @@ def suspend(s):
     assert "event=session.suspended" in s.log_text(), s.log_text()[-3000:]
 
 
-def refused(store, session_name, label):
-    """A launch of a held name: the gateway exits 1; its stderr."""
-    s = start(label, named(store, session_name), wait=False)
+def refused(start):
+    """A launch that must be refused: the gateway exits 1; its log (stderr included)."""
+    s = start(wait=False)
     try:
         rc = wait_exit(s, READY_TIMEOUT)
         assert rc == 1, f"exit {rc}:\n{s.log_text()[-3000:]}"
@@ -82,10 +107,17 @@ def refused(store, session_name, label):
         s.close()
 
 
+def state_of(s):
+    out = json.loads(s.output(STATE, timeout=READY_TIMEOUT).strip().splitlines()[-1])
+    skew = out[3] - time.time()
+    assert abs(skew) < 3, f"the guest clock is off by {skew:.1f} s after the resume"
+    return out[:3]
+
+
 @pytest.mark.slow
-def test_sigterm_suspends_and_the_next_launch_resumes(tmp_path):
+def test_a_drained_host_s_session_resumes_on_another_with_its_state(tmp_path, hosts):
     store = tmp_path / "store"
-    a = start("move-a", named(store, "conv-1"))
+    a = on(hosts, "hosta", "drain-a", named(store, "conv-1"))
     try:
         r = a.run(SETUP)
         assert r.status == "ok", r.describe()
@@ -93,49 +125,107 @@ def test_sigterm_suspends_and_the_next_launch_resumes(tmp_path):
     finally:
         a.close()
     assert "session-conv-1" in snapshot_list(store)
-    leases = lease_files(store, "conv-1")
-    assert [v["released"] for v in leases.values()] == [True], leases
-    b = start("move-b", named(store, "conv-1"))
+    assert [v["released"] for v in lease_files(store, "conv-1").values()] == [True]
+    time.sleep(CLOCK_PAUSE_S)
+    b = on(hosts, "hostb", "drain-b", named(store, "conv-1"))
     try:
-        assert b.connection_info["shell_port"] != a.connection_info["shell_port"]
-        out = json.loads(b.output(STATE, timeout=READY_TIMEOUT).strip().splitlines()[-1])
-        assert out[:3] == ["kept in RAM", "kept on disk", True], out
-        assert abs(out[3] - time.time()) < 5, f"guest clock off by {out[3] - time.time():.1f} s"
+        assert b.connection_info["ip"] == hosts.addr["hostb"]
+        assert state_of(b) == ["kept in RAM", "kept on disk", True]
         assert "session-conv-1" not in snapshot_list(store), "the resume did not consume it"
-        epochs = sorted(int(k.rsplit(".", 1)[1]) for k in lease_files(store, "conv-1"))
-        assert epochs == [2], epochs
-        assert b.output("print(1 + 1)").strip() == "2"
+        held = lease_files(store, "conv-1")
+        assert [(v["epoch"], v["host"], v["released"]) for v in held.values()] == \
+            [(2, "hostb", False)], held
+        text = refused(lambda wait: on(hosts, "hosta", "drain-again", named(store, "conv-1"),
+                                       wait))
+        assert 'session "conv-1" is running on host hostb' in text, text[-2000:]
+        assert f"(pid {b.gateway_pid})" in text, text[-2000:]
+        assert b.output("print(x)").strip() == "kept in RAM"
     finally:
         b.close()
 
 
 @pytest.mark.slow
-def test_a_second_launch_while_held_is_refused_and_the_first_runs_on(tmp_path):
+@pytest.mark.parametrize("field,value,words", [
+    ("qemu_version", "9.9.9 Other 1:9.9", 'was taken with QEMU "9.9.9 Other 1:9.9"'),
+    ("cpu", "host", 'was taken with CPU model "host"'),
+])
+def test_a_resume_on_another_build_or_cpu_model_is_refused(tmp_path, hosts, field, value,
+                                                            words):
     store = tmp_path / "store"
-    a = start("held-a", named(store, "conv-2"))
+    a = on(hosts, "hosta", "compat-a", named(store, "conv-2"))
     try:
-        assert a.output("y = 41; print(y + 1)").strip() == "42"
-        text = refused(store, "conv-2", "held-b")
-        assert 'session "conv-2" is running on host' in text, text[-2000:]
-        assert f"(pid {a.gateway_pid})" in text, text[-2000:]
-        assert a.output("print(y)").strip() == "41"
-        assert qemu_children(a.gateway_pid), "the running session lost its VM"
+        assert a.run(SETUP).status == "ok"
+        suspend(a)
     finally:
         a.close()
+    # The snapshot as another host's build would have written it.
+    meta_path = store / "session-conv-2" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    real = meta[field]
+    meta[field] = value
+    meta_path.write_text(json.dumps(meta))
+    text = refused(lambda wait: on(hosts, "hostb", "compat-b", named(store, "conv-2"), wait))
+    assert words in text and "this gateway runs" in text, text[-2000:]
+    assert "session-conv-2" in snapshot_list(store), "a refused resume lost the session"
+    meta[field] = real
+    meta_path.write_text(json.dumps(meta))
+    c = on(hosts, "hostb", "compat-c", named(store, "conv-2"))
+    try:
+        assert state_of(c) == ["kept in RAM", "kept on disk", True]
+    finally:
+        c.close()
+
+
+@pytest.mark.slow
+def test_a_dead_host_s_session_comes_back_from_its_last_checkpoint(tmp_path, hosts):
+    store = tmp_path / "store"
+    args = named(store, "conv-3", "--checkpoint-every", 2, "--lease-ttl", 6)
+    a = on(hosts, "hosta", "dead-a", args)
+    try:
+        assert a.output("a = 1; print(a)").strip() == "1"
+        wait_log(a, "event=session.checkpoint ", 1)
+        assert a.output("b = 2; print(b)").strip() == "2"
+        wait_log(a, "event=session.checkpoint ", 2)
+        deadline = time.monotonic() + 10        # the first one is pruned
+        while len([n for n in snapshot_list(store) if n.startswith("ckpt-conv-3-")]) != 1:
+            assert time.monotonic() < deadline, snapshot_list(store)
+            time.sleep(0.2)
+        gw, qemu = a.gateway_pid, a.qemu_pid()
+        hosts.kill("hosta")                     # the host dies: no SIGTERM, no suspend
+        os.kill(qemu, signal.SIGKILL)           # QEMU is in the jail's namespaces
+        assert wait_gone([gw, qemu], 10)
+        died = time.time()
+    finally:
+        a.close()
+    text = refused(lambda wait: on(hosts, "hostb", "dead-b", args, wait))
+    assert "start again once the lease has expired" in text, text[-2000:]
+    lease = next(iter(lease_files(store, "conv-3").values()))
+    time.sleep(max(0.0, lease["expires"] + 5 + 1 - time.time()))
+    assert time.time() - died < 30
+    c = on(hosts, "hostb", "dead-c", args)
+    try:
+        assert "from=ckpt-conv-3-" in c.log_text(), c.log_text()[-2000:]
+        assert c.output("print(a + b)", timeout=READY_TIMEOUT).strip() == "3"
+        skew = float(c.output("import time; print(time.time())").strip()) - time.time()
+        assert abs(skew) < 3, f"the guest clock is off by {skew:.1f} s"
+    finally:
+        c.close()
+    assert not [n for n in snapshot_list(store) if "conv-3" in n], snapshot_list(store)
 
 
 @pytest.mark.slow
 def test_an_end_discards_the_session(tmp_path):
     store = tmp_path / "store"
-    a = start("end-a", named(store, "conv-3"))
+    a = open_session("cellvm", "end-a", named(store, "conv-4", "--checkpoint-every", 1))
     try:
         assert a.output("z = 5; print(z)").strip() == "5"
+        wait_log(a, "event=session.checkpoint ", 1)
         a.km.shutdown_kernel(now=False)
         assert "event=session.suspended" not in a.log_text()
     finally:
         a.close()
-    assert "session-conv-3" not in snapshot_list(store)
-    b = start("end-b", named(store, "conv-3"))
+    assert not [n for n in snapshot_list(store) if "conv-4" in n], snapshot_list(store)
+    b = open_session("cellvm", "end-b", named(store, "conv-4"))
     try:
         r = b.run("z")
         assert r.status == "error" and r.content["ename"] == "NameError", r.describe()
@@ -143,39 +233,7 @@ def test_an_end_discards_the_session(tmp_path):
         b.close()
 
 
-@pytest.mark.slow
-def test_a_killed_holder_blocks_until_its_lease_expires(tmp_path):
-    store = tmp_path / "store"
-    a = start("dead-a", named(store, "conv-4", ttl=6))
-    try:
-        assert a.output("print(3)").strip() == "3"
-        gw, qemu = a.gateway_pid, a.qemu_pid()
-        os.kill(gw, signal.SIGKILL)
-        assert wait_gone([gw], 10)
-        os.kill(qemu, signal.SIGKILL)
-        died = time.time()
-    finally:
-        a.close()
-    text = refused(store, "conv-4", "dead-b")
-    assert "start again once the lease has expired" in text, text[-2000:]
-    lease = next(iter(lease_files(store, "conv-4").values()))
-    time.sleep(max(0.0, lease["expires"] + 5 + 1 - time.time()))
-    assert time.time() - died < 60
-    b = start("dead-c", named(store, "conv-4"))
-    try:
-        assert b.output("print(4)").strip() == "4"
-        assert sorted(lease_files(store, "conv-4")) == ["conv-4.2"]
-    finally:
-        b.close()
-
-
 def test_a_named_session_needs_the_microvm_backend(tmp_path):
-    s = Session("cellvm-unsafe-local", name="named-local",
-                extra_args=named(str(tmp_path / "store"), "conv-5"))
-    try:
-        s.start(wait=False)
-        rc = wait_exit(s, READY_TIMEOUT)
-        assert rc == 1
-        assert "a named session needs the microvm backend" in s.log_text()
-    finally:
-        s.close()
+    text = refused(lambda wait: open_session("cellvm-unsafe-local", "named-local",
+                                             named(tmp_path / "store", "conv-5"), wait))
+    assert "a named session needs the microvm backend" in text
