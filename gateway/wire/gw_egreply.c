@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/objects.h>
 #include <openssl/rsa.h>
@@ -74,6 +75,17 @@ s_rsa_key (const uint8_t *der, size_t len, int *bits_p, char *err, size_t errlen
     if (EVP_PKEY_get_base_id (pkey) != EVP_PKEY_RSA) {
         snprintf (err, errlen, "public key: not an RSA key (%s)", OBJ_nid2sn (
                   EVP_PKEY_get_base_id (pkey)));
+        goto fail;
+    }
+    //  d2i takes any modulus; an even one, or one with small factors, fails
+    //  only at encryption time. SP 800-56B's checks of a public key, now.
+    EVP_PKEY_CTX *check = EVP_PKEY_CTX_new (pkey, NULL);
+    int valid = check ? EVP_PKEY_public_check (check) : 0;
+    EVP_PKEY_CTX_free (check);
+    ERR_clear_error ();
+    if (valid != 1) {
+        snprintf (err, errlen, "public key: not a valid RSA public key (its modulus or "
+                  "exponent fails the checks)");
         goto fail;
     }
     *bits_p = EVP_PKEY_get_bits (pkey);

@@ -200,7 +200,6 @@ def all_gone(pids, timeout=30):
     return sessions.wait_gone(pids, timeout)
 
 
-@pytest.mark.slow
 def test_reply_cell_comm_requests_and_shutdown(front, launch):
     launcher = launch()
     info = front.receive()
@@ -256,7 +255,6 @@ def test_reply_cell_comm_requests_and_shutdown(front, launch):
         kc.stop_channels()
 
 
-@pytest.mark.slow
 def test_signum_15_ends_the_kernel(front, launch):
     launcher = launch()
     info = front.receive()
