@@ -5,8 +5,9 @@
 #
 # NAME      cellvm (microVM backend), cellvm-agent, cellvm-5.5 (microVM, Jupyter
 #           protocol 5.5: XPUB IOPub with iopub_welcome), cellvm-notebook (microVM
-#           with a read-only copy of the notebook's folder) or cellvm-unsafe-local
-#           (no isolation)
+#           with a read-only copy of the notebook's folder), cellvm-unsafe-local
+#           (no isolation) or cellvm-remote (microVM, started by Enterprise Gateway
+#           on a node through cellvm-remote: docs/cluster.md)
 # DIR       absolute directory holding cellvm-gateway, or with "bin" the
 #           prefix whose bin/ holds it (make install)
 # OUT_JSON  the kernel.json to write (its directory is created)
@@ -26,7 +27,7 @@ esac
 gateway="${dir%/}/cellvm-launch"
 [ "$sub" = bin ] && gateway="${dir%/}/bin/cellvm-launch"
 
-extra="" protocol=""
+extra="" protocol="" remote=""
 case "$name" in
   cellvm)
     backend=microvm
@@ -49,6 +50,11 @@ case "$name" in
     backend=microvm
     extra=', "--share-cwd"'
     display="Python 3 (cellvm microVM, with the notebook's folder)" ;;
+  cellvm-remote)
+    # EG's remote-kernel protocol (docs/cluster.md): EG fills the placeholders, cellvm-remote
+    # picks ports and key, reports them and runs the gateway after "--".
+    backend=microvm remote=1
+    display="Python 3 (cellvm microVM, remote through Enterprise Gateway)" ;;
   cellvm-unsafe-local)
     backend=unsafe-local
     display="Python 3 (cellvm unsafe-local, NO isolation)" ;;
@@ -91,6 +97,30 @@ fi
 
 mkdir -p "$(dirname "$out")"
 tmp="$out.tmp.$$"
+if [ -n "$remote" ]; then
+  launcher="${gateway%/cellvm-launch}/cellvm-remote"
+  cat > "$tmp" <<JSON
+{
+  "argv": [$(json_str "$launcher"),
+           "--RemoteProcessProxy.kernel-id", "{kernel_id}",
+           "--RemoteProcessProxy.response-address", "{response_address}",
+           "--RemoteProcessProxy.public-key", "{public_key}",
+           "--RemoteProcessProxy.port-range", "{port_range}",
+           "--", "--backend", "$backend"$extra],
+  "display_name": $(json_str "$display"),
+  "language": "python",
+  "interrupt_mode": "message",
+  "metadata": {
+    "process_proxy": {
+      "class_name": "enterprise_gateway.services.processproxies.distributed.DistributedProcessProxy"
+    },
+    "debugger": $debugger, "cellvm_backend": "$backend"
+  }
+}
+JSON
+  mv -f "$tmp" "$out"
+  exit 0
+fi
 cat > "$tmp" <<JSON
 {
   "argv": [$(json_str "$gateway"), "--connection-file", "{connection_file}",

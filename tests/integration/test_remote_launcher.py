@@ -103,7 +103,7 @@ class Launcher:
     """One cellvm-remote run; close() kills by pid whatever it started that still runs."""
 
     def __init__(self, front, gateway_args=MICROVM, *, args=None, env=None, port_range=None,
-                 kernel_id=None):
+                 kernel_id=None, argv=None):
         self.kernel_id = kernel_id or f"remote-test-{os.getpid()}-{random.getrandbits(40):x}"
         self.range = port_range or "%d..%d" % free_range()
         self.logs = sessions.Logs(f"remote-{self.kernel_id}")
@@ -113,7 +113,8 @@ class Launcher:
             args = ["--kernel-id", self.kernel_id, "--response-address", front.address,
                     "--public-key", front.public_key, "--port-range", self.range]
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([str(REMOTE), *args, "--", *gateway_args],
+        argv = argv or [str(REMOTE), *args, "--", *gateway_args]
+        self.proc = subprocess.Popen(argv,
                                      stdout=self._log, stderr=subprocess.STDOUT,
                                      env=dict(os.environ, **(env or {})),
                                      start_new_session=True)
@@ -266,6 +267,32 @@ def test_signum_15_ends_the_kernel(front, launch):
         assert all_gone([launcher.proc.pid, gateway] + qemu, 30), launcher.text()[-3000:]
         assert refused(info["comm_port"])
         assert sessions.wait_no_leftovers([gateway]) == []
+    finally:
+        kc.stop_channels()
+
+
+def test_the_kernelspec_as_eg_fills_it_in(front, launch):
+    """build's cellvm-remote kernelspec, its placeholders replaced as EG does: a cell runs."""
+    spec = json.loads((BUILD / "share" / "jupyter" / "kernels" / "cellvm-remote" /
+                       "kernel.json").read_text())
+    assert spec["interrupt_mode"] == "message"
+    assert spec["metadata"]["process_proxy"]["class_name"].endswith(".DistributedProcessProxy")
+    kid = f"remote-spec-{random.getrandbits(40):x}"
+    lo, hi = free_range()
+    values = {"{kernel_id}": kid, "{response_address}": front.address,
+              "{public_key}": front.public_key, "{port_range}": f"{lo}..{hi}"}
+    argv = [values.get(a, a) for a in spec["argv"]]
+    assert set(values) <= set(spec["argv"]) and argv[0] == str(REMOTE)
+    launcher = launch(argv=argv, kernel_id=kid, port_range=f"{lo}..{hi}")
+    info = front.receive()
+    check_info(info, launcher)
+    gateway = launcher.gateway_pid()
+    kc = client(info)
+    try:
+        assert result_of(kc, "6*7").results() == ["42"]
+        comm(info["comm_port"], b'{"shutdown": 1}', shut_wr=True)
+        assert all_gone([launcher.proc.pid, gateway], 30), launcher.text()[-3000:]
+        assert launcher.proc.wait(timeout=5) == 0
     finally:
         kc.stop_channels()
 
