@@ -192,23 +192,26 @@ def client(info):
     return kc
 
 
-def result_of(kc, code, timeout=TIMEOUT):
-    res = sessions.run_cell(kc, code, timeout=timeout)
-    return res
+def result_of(kc, code):
+    return sessions.run_cell(kc, code, timeout=TIMEOUT).results()
 
 
 def all_gone(pids, timeout=30):
     return sessions.wait_gone(pids, timeout)
 
 
-def test_reply_cell_comm_requests_and_shutdown(front, launch):
-    launcher = launch()
+def ready(front, launcher):
+    """The reply received and checked, the gateway's pid, and a client that got an answer."""
     info = front.receive()
     check_info(info, launcher)
-    gateway = launcher.gateway_pid()
-    kc = client(info)
+    return info, launcher.gateway_pid(), client(info)
+
+
+def test_reply_cell_comm_requests_and_shutdown(front, launch):
+    launcher = launch()
+    info, gateway, kc = ready(front, launcher)
     try:
-        assert result_of(kc, "1+1").results() == ["2"]
+        assert result_of(kc, "1+1") == ["2"]
         qemu = sessions.qemu_children(gateway)
         assert qemu, "a QEMU under the gateway"
         launcher.track()
@@ -225,7 +228,7 @@ def test_reply_cell_comm_requests_and_shutdown(front, launch):
         flood = [socket.create_connection(("127.0.0.1", cport)) for _ in range(12)]
         comm(cport, b'{"signum": 0}')             # still served past the flood
         assert launcher.proc.poll() is None
-        assert result_of(kc, "2+2").results() == ["4"]
+        assert result_of(kc, "2+2") == ["4"]
         for s in flood + [half]:
             s.close()
         text = launcher.text()
@@ -242,7 +245,7 @@ def test_reply_cell_comm_requests_and_shutdown(front, launch):
         assert reply["content"]["status"] == "error"
         assert reply["content"]["ename"] == "KeyboardInterrupt"
         assert time.monotonic() - t0 < 15
-        assert result_of(kc, "3+3").results() == ["6"]
+        assert result_of(kc, "3+3") == ["6"]
 
         # shutdown: launcher, gateway and QEMU gone, the comm port refused, nothing left.
         comm(cport, b'{"shutdown": 1}', shut_wr=True)
@@ -258,9 +261,7 @@ def test_reply_cell_comm_requests_and_shutdown(front, launch):
 
 def test_signum_15_ends_the_kernel(front, launch):
     launcher = launch()
-    info = front.receive()
-    gateway = launcher.gateway_pid()
-    kc = client(info)
+    info, gateway, kc = ready(front, launcher)
     try:
         qemu = sessions.qemu_children(gateway)
         comm(info["comm_port"], b'{"signum": 15}')
@@ -284,12 +285,9 @@ def test_the_kernelspec_as_eg_fills_it_in(front, launch):
     argv = [values.get(a, a) for a in spec["argv"]]
     assert set(values) <= set(spec["argv"]) and argv[0] == str(REMOTE)
     launcher = launch(argv=argv, kernel_id=kid, port_range=f"{lo}..{hi}")
-    info = front.receive()
-    check_info(info, launcher)
-    gateway = launcher.gateway_pid()
-    kc = client(info)
+    info, gateway, kc = ready(front, launcher)
     try:
-        assert result_of(kc, "6*7").results() == ["42"]
+        assert result_of(kc, "6*7") == ["42"]
         comm(info["comm_port"], b'{"shutdown": 1}', shut_wr=True)
         assert all_gone([launcher.proc.pid, gateway], 30), launcher.text()[-3000:]
         assert launcher.proc.wait(timeout=5) == 0
