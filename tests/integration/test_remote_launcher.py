@@ -200,6 +200,20 @@ def all_gone(pids, timeout=30):
     return sessions.wait_gone(pids, timeout)
 
 
+def interrupt(kc, how):
+    """A long cell, interrupted by how(): its reply is a KeyboardInterrupt error, soon."""
+    msg_id = kc.execute("import time; time.sleep(30)")
+    time.sleep(2)
+    t0 = time.monotonic()
+    how()
+    reply = kc.get_shell_msg(timeout=20)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=20)
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    assert time.monotonic() - t0 < 15
+
+
 def ready(front, launcher):
     """The reply received and checked, the gateway's pid, and a client that got an answer."""
     info = front.receive()
@@ -234,18 +248,14 @@ def test_reply_cell_comm_requests_and_shutdown(front, launch):
         text = launcher.text()
         assert "not a JSON object" in text and "over 1024 bytes" in text, text[-2000:]
 
-        # signum 2 during a long cell: the cell ends with KeyboardInterrupt.
-        msg_id = kc.execute("import time; time.sleep(30)")
-        time.sleep(2)
-        t0 = time.monotonic()
-        comm(cport, b'{"signum": 2}')
-        reply = kc.get_shell_msg(timeout=20)
-        while reply["parent_header"].get("msg_id") != msg_id:
-            reply = kc.get_shell_msg(timeout=20)
-        assert reply["content"]["status"] == "error"
-        assert reply["content"]["ename"] == "KeyboardInterrupt"
-        assert time.monotonic() - t0 < 15
+        # signum 2 during a long cell: the cell ends with KeyboardInterrupt. Then SIGINT to
+        # the process group the reply named, as EG's `kill -2 -PGID` fallback sends it: the
+        # same, and nothing in the group dies of it.
+        interrupt(kc, lambda: comm(cport, b'{"signum": 2}'))
         assert result_of(kc, "3+3") == ["6"]
+        interrupt(kc, lambda: os.killpg(info["pgid"], signal.SIGINT))
+        assert result_of(kc, "4+4") == ["8"]
+        assert launcher.proc.poll() is None and all(sessions.alive(p) for p in qemu)
 
         # shutdown: launcher, gateway and QEMU gone, the comm port refused, nothing left.
         comm(cport, b'{"shutdown": 1}', shut_wr=True)
