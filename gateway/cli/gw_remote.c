@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -151,16 +152,24 @@ fail:
     return NULL;
 }
 
+//  Every child that has ended, not only the gateway: as a pod's PID 1 the
+//  launcher inherits orphans (a QEMU whose gateway died), and must not
+//  leave them zombies.
 bool
 gw_remote__reap (gw_remote_t *self)
 {
     if (self->child <= 0 || self->reaped)
         return self->reaped;
     int status = 0;
-    pid_t got = waitpid (self->child, &status, WNOHANG);
-    if (got == self->child || (got < 0 && errno == ECHILD)) {
-        self->reaped = true;
-        self->status = got == self->child ? status : 0;
+    pid_t got;
+    while ((got = waitpid (-1, &status, WNOHANG)) > 0)
+        if (got == self->child) {
+            self->reaped = true;
+            self->status = status;
+        }
+    if (got < 0 && errno == ECHILD && !self->reaped) {
+        self->reaped = true;                    //  collected elsewhere: status unknown
+        self->status = 0;
     }
     return self->reaped;
 }
@@ -325,6 +334,18 @@ s_send_once (const struct addrinfo *ai, const char *payload, int64_t deadline)
     return rc;
 }
 
+//  SIGTERM or SIGHUP while the reply is still on its way (the front gave up,
+//  or the pod is being deleted): no point waiting out the launch timeout.
+static bool
+s_told_to_stop (gw_remote_t *self)
+{
+    struct signalfd_siginfo si;
+    bool stop = false;
+    while (read (self->sig_fd, &si, sizeof si) == (ssize_t) sizeof si)
+        stop |= si.ssi_signo == SIGTERM || si.ssi_signo == SIGHUP;
+    return stop;
+}
+
 //  Retry until the deadline, while the gateway lives.
 static int
 s_deliver (gw_remote_t *self, const char *payload, char *err, size_t errlen)
@@ -334,6 +355,11 @@ s_deliver (gw_remote_t *self, const char *payload, char *err, size_t errlen)
     char port [8], why [160] = "no attempt";
     snprintf (port, sizeof port, "%d", a->response_port);
     while (ch_clock_mono_ms () < deadline) {
+        if (s_told_to_stop (self)) {
+            snprintf (err, errlen, "stopped by a signal before the reply reached %s:%d",
+                      a->response_host, a->response_port);
+            return -EINTR;
+        }
         if (gw_remote__reap (self)) {
             snprintf (err, errlen, "cellvm-gateway exited (status %d) before the reply was "
                       "sent; see its lines above", self->status);

@@ -401,3 +401,21 @@ def test_unreachable_response_address_exit_1_nothing_left(front, launch):
             f"cellvm-remote-{launcher.kernel_id}-*"))
     finally:
         dead.close()
+
+
+def test_sigterm_while_the_reply_waits_ends_it_at_once(front, launch):
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))
+    launcher = launch(FAKE, args=["--kernel-id", "remote-stop-%x" % random.getrandbits(40),
+                                  "--response-address", f"127.0.0.1:{dead.getsockname()[1]}",
+                                  "--public-key", front.public_key])
+    try:
+        gateway = launcher.gateway_pid()
+        t0 = time.monotonic()
+        launcher.proc.send_signal(signal.SIGTERM)
+        assert launcher.proc.wait(timeout=10) == 1
+        assert time.monotonic() - t0 < 8, "not the 30 s launch timeout"
+        assert "stopped by a signal before the reply reached" in launcher.text()
+        assert all_gone([gateway], 10) and not procs_naming(launcher.kernel_id)
+    finally:
+        dead.close()
