@@ -155,27 +155,31 @@ static void
 test_gw_rargs_names_each_bad_input (void **state)
 {
     (void) state;
-    s_bad ("--kernel-id", NULL, "no kernel id: give --kernel-id ID (or KERNEL_ID)");
-    s_bad ("--kernel-id", "", "no kernel id");
-    s_bad ("--kernel-id", "../etc/passwd", "kernel id '../etc/passwd' is not a safe name");
-    s_bad ("--kernel-id", "-x", "not a safe name");
-    s_bad ("--kernel-id", "a b", "not a safe name");
-    s_bad ("--response-address", NULL, "no response address");
-    s_bad ("--response-address", "10.0.0.7", "response address '10.0.0.7' is not HOST:PORT");
-    s_bad ("--response-address", "10.0.0.7:0", "is not HOST:PORT");
-    s_bad ("--response-address", "10.0.0.7:65536", "is not HOST:PORT");
-    s_bad ("--response-address", ":8877", "is not HOST:PORT");
-    s_bad ("--response-address", "a;b:1", "is not HOST:PORT");
-    s_bad ("--public-key", NULL, "no public key: give --public-key KEY (or PUBLIC_KEY)");
-    s_bad ("--port-range", "41000..40000", "port range '41000..40000' is not LO..HI");
-    s_bad ("--port-range", "40000-41000", "is not LO..HI");
-    s_bad ("--port-range", "0..41000", "is not LO..HI");
-    s_bad ("--port-range", "40000..70000", "is not LO..HI");
-    s_bad ("--port-range", "40000..40004", "port range '40000..40004' is too narrow");
-    s_bad ("--port-range", "x..y", "is not LO..HI");
-    s_bad ("--ip", "not-an-ip", "listen address 'not-an-ip' is not an IPv4 address");
-    s_bad ("--launch-timeout", "0", "launch timeout '0' is not a number of seconds");
-    s_bad ("--launch-timeout", "soon", "is not a number of seconds");
+    static const struct { const char *flag, *value, *words; } cases [] = {
+        { "--kernel-id", NULL, "no kernel id: give --kernel-id ID (or KERNEL_ID)" },
+        { "--kernel-id", "", "no kernel id" },
+        { "--kernel-id", "../etc/passwd", "kernel id '../etc/passwd' is not a safe name" },
+        { "--kernel-id", "-x", "not a safe name" },
+        { "--kernel-id", "a b", "not a safe name" },
+        { "--response-address", NULL, "no response address" },
+        { "--response-address", "10.0.0.7", "response address '10.0.0.7' is not HOST:PORT" },
+        { "--response-address", "10.0.0.7:0", "is not HOST:PORT" },
+        { "--response-address", "10.0.0.7:65536", "is not HOST:PORT" },
+        { "--response-address", ":8877", "is not HOST:PORT" },
+        { "--response-address", "a;b:1", "is not HOST:PORT" },
+        { "--public-key", NULL, "no public key: give --public-key KEY (or PUBLIC_KEY)" },
+        { "--port-range", "41000..40000", "port range '41000..40000' is not LO..HI" },
+        { "--port-range", "40000-41000", "is not LO..HI" },
+        { "--port-range", "0..41000", "is not LO..HI" },
+        { "--port-range", "40000..70000", "is not LO..HI" },
+        { "--port-range", "40000..40004", "port range '40000..40004' is too narrow" },
+        { "--port-range", "x..y", "is not LO..HI" },
+        { "--ip", "not-an-ip", "listen address 'not-an-ip' is not an IPv4 address" },
+        { "--launch-timeout", "0", "launch timeout '0' is not a number of seconds" },
+        { "--launch-timeout", "soon", "is not a number of seconds" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++)
+        s_bad (cases [i].flag, cases [i].value, cases [i].words);
 }
 
 static void
