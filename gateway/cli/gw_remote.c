@@ -384,6 +384,13 @@ int
 gw_remote_start (gw_remote_t *self, const char *gateway, char *err, size_t errlen)
 {
     assert (self && gateway && err && self->child == 0);
+    //  An inherited SIG_IGN for SIGCHLD would reap the gateway unasked and lose
+    //  its exit status; SIGTERM and SIGINT to default too, as the gateway does
+    //  (they arrive on the signalfd). A nohup'd SIGHUP stays ignored.
+    struct sigaction sa = { .sa_handler = SIG_DFL };
+    sigaction (SIGCHLD, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+    sigaction (SIGINT, &sa, NULL);
     self->sig_fd = ch_sig_fd ((const int []) { SIGCHLD, SIGTERM, SIGHUP, SIGINT, 0 }, true);
     if (self->sig_fd < 0) {
         snprintf (err, errlen, "cannot take signals: %s", strerror (-self->sig_fd));

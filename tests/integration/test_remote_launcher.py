@@ -103,7 +103,7 @@ class Launcher:
     """One cellvm-remote run; close() kills by pid whatever it started that still runs."""
 
     def __init__(self, front, gateway_args=MICROVM, *, args=None, env=None, port_range=None,
-                 kernel_id=None, argv=None):
+                 kernel_id=None, argv=None, preexec_fn=None):
         self.kernel_id = kernel_id or f"remote-test-{os.getpid()}-{random.getrandbits(40):x}"
         self.range = port_range or "%d..%d" % free_range()
         self.logs = sessions.Logs(f"remote-{self.kernel_id}")
@@ -117,7 +117,7 @@ class Launcher:
         self.proc = subprocess.Popen(argv,
                                      stdout=self._log, stderr=subprocess.STDOUT,
                                      env=dict(os.environ, **(env or {})),
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=preexec_fn)
         self.handles = {self.proc.pid: psutil.Process(self.proc.pid)}
 
     def track(self):
@@ -419,3 +419,23 @@ def test_sigterm_while_the_reply_waits_ends_it_at_once(front, launch):
         assert all_gone([gateway], 10) and not procs_naming(launcher.kernel_id)
     finally:
         dead.close()
+
+
+def _ignore_what_a_background_job_ignores():
+    for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def test_inherited_ignores_lose_neither_status_nor_signals(front, launch):
+    """Started with SIGCHLD, SIGINT and SIGTERM ignored: the gateway's exit status still comes
+    back (an ignored SIGCHLD reaps children unasked), and SIGTERM is still forwarded."""
+    a = launch(FAKE, preexec_fn=_ignore_what_a_background_job_ignores)
+    info = front.receive()
+    check_info(info, a)
+    comm(info["comm_port"], b'{"signum": 9}')
+    assert a.proc.wait(timeout=15) == 128 + signal.SIGKILL, a.text()[-2000:]
+    b = launch(FAKE, preexec_fn=_ignore_what_a_background_job_ignores)
+    front.receive()
+    gateway = b.gateway_pid()
+    b.proc.send_signal(signal.SIGTERM)
+    assert b.proc.wait(timeout=15) == 0 and all_gone([gateway], 10), b.text()[-2000:]
