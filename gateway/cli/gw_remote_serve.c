@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define S_REAP_MS 1000
+
 //  The DEALER that speaks to the gateway's control port as a client would,
 //  signed with the connection's key; made on first use.
 static int
@@ -136,8 +138,12 @@ gw_remote_serve (gw_remote_t *self)
     while (!gw_remote__reap (self)) {
         struct pollfd pfds [1 + GW_RCOMM_POLLFDS] = { { .fd = self->sig_fd, .events = POLLIN } };
         int64_t now = ch_clock_mono_ms ();
+        //  At most S_REAP_MS between looks at the child: a SIGCHLD lost (one that
+        //  was ignored when sent) cannot leave us waiting for ever.
         int timeout = self->kill_at_ms ? (int) (self->kill_at_ms > now ? self->kill_at_ms - now
-                                                                       : 0) : -1;
+                                                                       : 0) : S_REAP_MS;
+        if (timeout > S_REAP_MS)
+            timeout = S_REAP_MS;
         int n = 1 + gw_rcomm_pollfds (self->comm, pfds + 1, &timeout);
         if (poll (pfds, (nfds_t) n, timeout) < 0 && errno != EINTR)
             break;
