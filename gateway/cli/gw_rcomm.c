@@ -115,10 +115,23 @@ s_slot (gw_rcomm_t *self)
     return oldest;
 }
 
+static bool
+s_full (const gw_rcomm_t *self)
+{
+    for (int i = 0; i < GW_RCOMM_CONNS; i++)
+        if (self->conns [i].fd < 0)
+            return false;
+    return true;
+}
+
+//  Into free slots; when none is free, one only (pushing out the oldest), so
+//  every connection gets a turn to be read before a flood can push it out.
 static void
 s_accept (gw_rcomm_t *self)
 {
     for (int i = 0; i < S_ACCEPTS_PER_STEP && self->listen_fd >= 0; i++) {
+        if (i > 0 && s_full (self))
+            return;
         int fd = accept4 (self->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;                             //  EAGAIN, or a peer gone already

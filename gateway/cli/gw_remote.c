@@ -223,8 +223,16 @@ gw_remote_destroy (gw_remote_t **self_p)
 static void
 s_child_exec (gw_remote_t *self, const char *gateway, pid_t parent, int report_fd)
 {
-    //  Our signalfd's mask and dispositions are not the gateway's to inherit.
+    //  Our signalfd's mask and dispositions are not the gateway's to inherit,
+    //  but SIGTERM and SIGHUP stay blocked across exec: one that comes before
+    //  the gateway has its own signalfd waits for it, instead of killing it
+    //  by the default action (its mask then takes exactly its own set).
     ch_sig_defaults ();
+    sigset_t early;
+    sigemptyset (&early);
+    sigaddset (&early, SIGTERM);
+    sigaddset (&early, SIGHUP);
+    sigprocmask (SIG_BLOCK, &early, NULL);
     if (ch_child_tie (parent, SIGTERM) < 0)
         _exit (127);                            //  the launcher already died
     report_fd = fcntl (report_fd, F_DUPFD_CLOEXEC, 64);

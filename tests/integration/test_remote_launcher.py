@@ -200,6 +200,13 @@ def all_gone(pids, timeout=30):
     return sessions.wait_gone(pids, timeout)
 
 
+def wait_for(cond, what, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.05)
+
+
 def interrupt(kc, how):
     """A long cell, interrupted by how(): its reply is a KeyboardInterrupt error, soon."""
     msg_id = kc.execute("import time; time.sleep(30)")
@@ -237,6 +244,10 @@ def test_reply_cell_comm_requests_and_shutdown(front, launch):
         comm(cport, b"not json at all")
         comm(cport, b'{"signum": "two"}')
         comm(cport, b'{"signum": 2' + b" " * 20000 + b"}")          # oversized
+        wait_for(lambda: launcher.text().count("remote.comm_dropped") >= 4, "garbage dropped")
+        text = launcher.text()
+        assert "not a JSON object" in text and "over 1024 bytes" in text, text[-2000:]
+        assert "not a signal number" in text, text[-2000:]
         half = socket.create_connection(("127.0.0.1", cport))     # never finished
         half.sendall(b'{"sig')
         flood = [socket.create_connection(("127.0.0.1", cport)) for _ in range(12)]
@@ -245,8 +256,7 @@ def test_reply_cell_comm_requests_and_shutdown(front, launch):
         assert result_of(kc, "2+2") == ["4"]
         for s in flood + [half]:
             s.close()
-        text = launcher.text()
-        assert "not a JSON object" in text and "over 1024 bytes" in text, text[-2000:]
+        assert "too many open connections" in launcher.text()
 
         # signum 2 during a long cell: the cell ends with KeyboardInterrupt. Then SIGINT to
         # the process group the reply named, as EG's `kill -2 -PGID` fallback sends it: the
