@@ -173,12 +173,12 @@ def launch(front):
         launcher.close()
 
 
-def check_info(info, launcher):
+def check_info(info, launcher, ip="0.0.0.0"):
     assert set(info) == FIELDS, sorted(set(info) ^ FIELDS)
     lo, hi = (int(x) for x in launcher.range.split(".."))
     ports = [info[p] for p in PORTS]
     assert len(set(ports)) == 6 and all(lo <= p <= hi for p in ports), (ports, launcher.range)
-    assert info["ip"] == "0.0.0.0" and info["transport"] == "tcp"
+    assert info["ip"] == ip and info["transport"] == "tcp"
     assert info["signature_scheme"] == "hmac-sha256" and len(info["key"]) >= 32
     assert info["kernel_id"] == launcher.kernel_id
     assert info["pid"] == launcher.proc.pid and info["pgid"] == os.getpgid(launcher.proc.pid)
@@ -449,3 +449,26 @@ def test_inherited_ignores_lose_neither_status_nor_signals(front, launch):
     gateway = b.gateway_pid()
     b.proc.send_signal(signal.SIGTERM)
     assert b.proc.wait(timeout=15) == 0 and all_gone([gateway], 10), b.text()[-2000:]
+
+
+def test_ip_picks_the_listen_address(front, launch):
+    """--ip 127.0.0.1: the reply says so, all six ports listen there only, and the shutdown still
+    reaches the control port."""
+    lo, hi = free_range()
+    kid = f"remote-ip-{random.getrandbits(40):x}"
+    a = launch(FAKE, kernel_id=kid, port_range=f"{lo}..{hi}",
+               args=["--kernel-id", kid, "--response-address", front.address, "--public-key",
+                     front.public_key, "--port-range", f"{lo}..{hi}", "--ip", "127.0.0.1"])
+    info = front.receive()
+    check_info(info, a, ip="127.0.0.1")
+    gateway = a.gateway_pid()
+    kc = client(info)
+    try:
+        assert result_of(kc, "20+1") == ["21"]
+        bound = {c.laddr for p in (a.proc.pid, gateway)
+                 for c in psutil.Process(p).connections("tcp") if c.status == "LISTEN"}
+        assert {(x.ip, x.port) for x in bound} == {("127.0.0.1", info[k]) for k in PORTS}
+        comm(info["comm_port"], b'{"shutdown": 1}', shut_wr=True)
+        assert a.proc.wait(timeout=15) == 0 and all_gone([gateway], 10), a.text()[-2000:]
+    finally:
+        kc.stop_channels()
