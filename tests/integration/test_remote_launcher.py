@@ -210,7 +210,12 @@ def wait_for(cond, what, timeout=10):
 def interrupt(kc, how):
     """A long cell, interrupted by how(): its reply is a KeyboardInterrupt error, soon."""
     msg_id = kc.execute("import time; time.sleep(30)")
-    time.sleep(2)
+    while True:                                  # the kernel has taken it: busy for it
+        m = kc.get_iopub_msg(timeout=20)
+        if (m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status"
+                and m["content"]["execution_state"] == "busy"):
+            break
+    time.sleep(0.5)                              # and is inside time.sleep
     t0 = time.monotonic()
     how()
     reply = kc.get_shell_msg(timeout=20)
