@@ -40,13 +40,15 @@ static int
 s_listen (const char *ip, int port)
 {
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons ((uint16_t) port) };
+    if (inet_pton (AF_INET, ip, &sa.sin_addr) != 1)
+        return -EINVAL;                         //  gw_rargs checked it: not reached
     int one = 1, fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || inet_pton (AF_INET, ip, &sa.sin_addr) != 1
-    ||  setsockopt (fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0
+    if (fd < 0)
+        return -errno;
+    if (setsockopt (fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0
     ||  bind (fd, (struct sockaddr *) &sa, sizeof sa) < 0 || listen (fd, SOMAXCONN) < 0) {
-        int rc = fd < 0 ? -errno : errno ? -errno : -EINVAL;
-        if (fd >= 0)
-            close (fd);
+        int rc = -errno;
+        close (fd);
         return rc;
     }
     return fd;
@@ -240,6 +242,8 @@ s_child_exec (gw_remote_t *self, const char *gateway, pid_t parent, int report_f
     for (int i = 0; i < GW_PORT_COUNT; i++)
         fds [3 + i] = self->fds [i];
     int rc = report_fd < 0 ? -errno : ch_child_fds (fds, 3 + GW_PORT_COUNT, true);
+    //  calloc after fork is safe here: the launcher has one thread until the
+    //  first control message (ZeroMQ's threads start then, after this).
     const char **argv = calloc ((size_t) self->args->npass + 6, sizeof *argv);
     if (rc == 0 && argv) {
         int n = 0;

@@ -477,3 +477,18 @@ def test_ip_picks_the_listen_address(front, launch):
         assert a.proc.wait(timeout=15) == 0 and all_gone([gateway], 10), a.text()[-2000:]
     finally:
         kc.stop_channels()
+
+
+def test_a_range_without_six_free_ports_exit_1(front):
+    lo, _ = free_range()
+    taken = socket.socket()
+    taken.bind(("0.0.0.0", lo + 3))
+    taken.listen(1)
+    try:
+        rc, err = _run_bad(["--kernel-id", "remote-full-%x" % random.getrandbits(40),
+                            "--response-address", front.address, "--public-key",
+                            front.public_key, "--port-range", f"{lo}..{lo + 5}"])
+        assert rc == 1 and f"in {lo}..{lo + 5} on 0.0.0.0: Address already in use" in err, err
+        assert err.startswith("cellvm-remote: no free port for ")
+    finally:
+        taken.close()
