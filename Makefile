@@ -54,7 +54,8 @@ KERNELSPECS := $(B)/share/jupyter/kernels/cellvm/kernel.json \
                $(B)/share/jupyter/kernels/cellvm-5.5/kernel.json \
                $(B)/share/jupyter/kernels/cellvm-notebook/kernel.json \
                $(B)/share/jupyter/kernels/cellvm-unsafe-local/kernel.json \
-               $(B)/share/jupyter/kernels/cellvm-slurm/kernel.json
+               $(B)/share/jupyter/kernels/cellvm-slurm/kernel.json \
+               $(B)/share/jupyter/kernels/cellvm-remote/kernel.json
 
 DEPS_STAMP := build/.deps-ok
 
@@ -69,7 +70,7 @@ deps:
 	bash scripts/deps.sh
 
 kernel: $(B)/cellvm-kernel
-gateway: $(B)/cellvm-gateway $(B)/cellvm-launch $(B)/cellvm-jailshim.so
+gateway: $(B)/cellvm-gateway $(B)/cellvm-launch $(B)/cellvm-remote $(B)/cellvm-jailshim.so
 init: $(B)/cellvm-init
 kernelspecs: $(KERNELSPECS)
 
@@ -105,6 +106,10 @@ $(B)/cellvm-launch: $(B)/obj/gateway/programs/launch.o $(B)/obj/gateway/wire/gw_
                     $(B)/obj/gateway/wire/gw_hmac.o $(B)/obj/gateway/wire/gw_listen.o
 	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lcrypto
 
+# The launcher Enterprise Gateway and Gateway Provisioners start on a node (docs/cluster.md).
+$(B)/cellvm-remote: $(B)/obj/gateway/programs/remote.o $(GW_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(GW_LIBS) -ljansson
+
 # Every unit test links the shared test helpers (tests/unit/tu.h); the
 # gateway tests also link TU_GW_OBJ: the helpers that need its types
 # (tu_gw.h) and the microvm backend's mock VMs and drivers (tu_microvm.h).
@@ -128,7 +133,7 @@ $(B)/tests/test_gw_%: tests/unit/test_gw_%.c $(GW_OBJ) $(TU_OBJ) $(TU_GW_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(GW_LIBS) -ljansson -lcrypto -lcmocka
 
-$(B)/share/jupyter/kernels/%/kernel.json: scripts/kernelspec.sh Makefile | $(B)/cellvm-gateway $(B)/cellvm-launch
+$(B)/share/jupyter/kernels/%/kernel.json: scripts/kernelspec.sh Makefile | $(B)/cellvm-gateway $(B)/cellvm-launch $(B)/cellvm-remote
 	CELLVM_IMAGE_DIR=$(abspath build/image) bash scripts/kernelspec.sh $* $(abspath $(B)) $@
 
 # The helpers' own test (test_tu_skip: tu_skip fails under CI=true) runs first.
@@ -263,7 +268,7 @@ serve: all template
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 755 $(B)/cellvm-kernel $(B)/cellvm-gateway $(B)/cellvm-launch $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(B)/cellvm-kernel $(B)/cellvm-gateway $(B)/cellvm-launch $(B)/cellvm-remote $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(B)/cellvm-jailshim.so $(DESTDIR)$(PREFIX)/bin/
 	if [ -d build/image ]; then install -d $(DESTDIR)$(PREFIX)/share/cellvm/image && \
 	  cp --sparse=always -L build/image/* $(DESTDIR)$(PREFIX)/share/cellvm/image/; fi
@@ -272,6 +277,7 @@ install: all
 	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm-5.5 $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-5.5/kernel.json bin
 	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm-notebook $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-notebook/kernel.json bin
 	bash scripts/kernelspec.sh cellvm-unsafe-local $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-unsafe-local/kernel.json bin
+	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm-remote $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-remote/kernel.json bin
 	CELLVM_IMAGE_DIR=$(PREFIX)/share/cellvm/image bash scripts/kernelspec.sh cellvm-slurm $(PREFIX) $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellvm-slurm/kernel.json bin
 	@# The Slurm provisioner runs inside Jupyter's own process: it goes where Debian's Python
 	@# looks (/usr/local/lib/python3/dist-packages for PREFIX=/usr/local), entry point included.

@@ -18,6 +18,8 @@ PKGS=(
   python3-testpath python3-xmltodict python3-nbconvert
   # make serve and its test (docs/remote.md): Jupyter Server, a WebSocket client
   python3-jupyter-server python3-websocket
+  # the remote launcher's test (tests/integration/test_remote_launcher.py): EG's side of the reply
+  python3-pycryptodome
   # the browser test (tests/integration/test_browser.py): classic Notebook in headless Chromium
   python3-notebook python3-widgetsnbextension chromium chromium-driver python3-selenium
   # the Slurm provisioner (provisioner/, docs/slurm.md) and the three-node test cluster

@@ -6,8 +6,10 @@
 # NAME      cellvm (microVM backend), cellvm-agent, cellvm-5.5 (microVM, Jupyter
 #           protocol 5.5: XPUB IOPub with iopub_welcome), cellvm-notebook (microVM
 #           with a read-only copy of the notebook's folder), cellvm-unsafe-local
-#           (no isolation) or cellvm-slurm (microVM on a Slurm node, started by the
-#           cellvm-slurm provisioner through cellvm-remote: docs/slurm.md)
+#           (no isolation), cellvm-slurm (microVM on a Slurm node, started by the
+#           cellvm-slurm provisioner through cellvm-remote: docs/slurm.md) or
+#           cellvm-remote (microVM, started by Enterprise Gateway on a node through
+#           cellvm-remote: docs/cluster.md)
 # DIR       absolute directory holding cellvm-gateway, or with "bin" the
 #           prefix whose bin/ holds it (make install)
 # OUT_JSON  the kernel.json to write (its directory is created)
@@ -54,8 +56,14 @@ case "$name" in
     # The provisioner (provisioner/cellvm_slurm.py) submits argv as a Slurm job and fills
     # the placeholders; cellvm-remote on the node binds the ports, answers the provisioner
     # and runs cellvm-gateway with the arguments after "--".
-    backend=microvm remote=1
+    backend=microvm remote=slurm
     display="Python 3 (cellvm microVM on a Slurm node)" ;;
+  cellvm-remote)
+    # EG's remote-kernel protocol (docs/cluster.md): EG fills the placeholders, cellvm-remote
+    # picks ports and key, reports them and runs the gateway after "--". EG's own
+    # kernelspecs spell the launcher's options --RemoteProcessProxy.*.
+    backend=microvm remote=eg
+    display="Python 3 (cellvm microVM, remote through Enterprise Gateway)" ;;
   cellvm-unsafe-local)
     backend=unsafe-local
     display="Python 3 (cellvm unsafe-local, NO isolation)" ;;
@@ -98,14 +106,20 @@ fi
 
 argv="$(json_str "$gateway"), \"--connection-file\", \"{connection_file}\",
            \"--backend\", \"$backend\"$extra"
-provisioner=""
+meta=""
 if [ -n "$remote" ]; then
-  argv="$(json_str "$(dirname "$gateway")/cellvm-remote"), \"--kernel-id\", \"{kernel_id}\",
-           \"--response-address\", \"{response_address}\", \"--public-key\", \"{public_key}\",
-           \"--port-range\", \"{port_range}\", \"--\", \"--backend\", \"$backend\"$extra"
-  # A microVM's cold boot on a node under TCG takes tens of seconds (docs/slurm.md).
-  provisioner=', "kernel_provisioner": {"provisioner_name": "cellvm-slurm", "config": {"launch_timeout": 120}}'
+  opt="--"
+  [ "$remote" = eg ] && opt="--RemoteProcessProxy."
+  argv="$(json_str "$(dirname "$gateway")/cellvm-remote"),
+           \"${opt}kernel-id\", \"{kernel_id}\", \"${opt}response-address\", \"{response_address}\",
+           \"${opt}public-key\", \"{public_key}\", \"${opt}port-range\", \"{port_range}\",
+           \"--\", \"--backend\", \"$backend\"$extra"
 fi
+case "$remote" in
+  # A microVM's cold boot on a node under TCG takes tens of seconds (docs/slurm.md).
+  slurm) meta=', "kernel_provisioner": {"provisioner_name": "cellvm-slurm", "config": {"launch_timeout": 120}}' ;;
+  eg) meta=', "process_proxy": {"class_name": "enterprise_gateway.services.processproxies.distributed.DistributedProcessProxy"}' ;;
+esac
 # The gateway is a CurveZMQ server on all five ports when the connection file carries
 # curve_publickey/curve_secretkey (docs/security.md): jupyter_client 8.9 provisions the keys
 # (transport_encryption "auto") only for a kernelspec that says so, in the list form of the JEP.
@@ -120,7 +134,7 @@ cat > "$tmp" <<JSON
   "language": "python",
   "interrupt_mode": "message",$proto_line
   "metadata": {"debugger": $debugger, "cellvm_backend": "$backend",
-               "supported_encryption": ["curve"]$provisioner}
+               "supported_encryption": ["curve"]$meta}
 }
 JSON
 mv -f "$tmp" "$out"
