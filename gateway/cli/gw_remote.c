@@ -3,6 +3,7 @@
     signals are gw_remote_serve.c).
 */
 #include "cli/gw_remote_int.h"
+#include "snap/gw_lease.h"
 #include "base/gw_log.h"
 #include "ch_child.h"
 #include "ch_clock.h"
@@ -220,6 +221,24 @@ gw_remote_destroy (gw_remote_t **self_p)
 }
 
 //  --------------------------------------------------------------------------
+//  Does the launcher name the session after the kernel id? Only a microVM
+//  session can move (unsafe-local has no snapshots); not when the kernelspec
+//  names it, nor for an id that is not a session name.
+static bool
+s_names_session (const gw_rargs_t *args)
+{
+    bool microvm = false;
+    for (int i = 0; i < args->npass; i++) {
+        const char *a = args->pass [i], *next = i + 1 < args->npass ? args->pass [i + 1] : "";
+        if (strncmp (a, "--session-name", 14) == 0)
+            return false;
+        if ((strcmp (a, "--backend") == 0 && strcmp (next, "microvm") == 0)
+        ||  strcmp (a, "--backend=microvm") == 0)
+            microvm = true;
+    }
+    return microvm && gw_lease_name_ok (args->kernel_id);
+}
+
 //  The gateway child.
 
 static void
@@ -244,7 +263,7 @@ s_child_exec (gw_remote_t *self, const char *gateway, pid_t parent, int report_f
     int rc = report_fd < 0 ? -errno : ch_child_fds (fds, 3 + GW_PORT_COUNT, true);
     //  calloc after fork is safe here: the launcher has one thread until the
     //  first control message (ZeroMQ's threads start then, after this).
-    const char **argv = calloc ((size_t) self->args->npass + 6, sizeof *argv);
+    const char **argv = calloc ((size_t) self->args->npass + 8, sizeof *argv);
     if (rc == 0 && argv) {
         int n = 0;
         argv [n++] = gateway;
@@ -252,6 +271,10 @@ s_child_exec (gw_remote_t *self, const char *gateway, pid_t parent, int report_f
         argv [n++] = self->conn_path;
         argv [n++] = "--listen-fds";
         argv [n++] = "3,4,5,6,7";
+        if (s_names_session (self->args)) {
+            argv [n++] = "--session-name";
+            argv [n++] = self->args->kernel_id;
+        }
         for (int i = 0; i < self->args->npass; i++)
             argv [n++] = self->args->pass [i];
         execv (gateway, (char **) argv);

@@ -13,12 +13,18 @@
                          refuses connections, which EG reads as "dead"
         {"signum": 2}    a signed interrupt_request on the control port
                          (the gateway ignores SIGINT: interrupt_mode message)
-        {"signum": 15}   SIGTERM to the gateway;  {"signum": 9}: SIGKILL
-        {"shutdown": 1}  a signed shutdown_request, SIGKILL if the gateway
-                         is still there GW_REMOTE_SHUTDOWN_MS later
+        {"shutdown": 1}  the end: a signed shutdown_request, SIGKILL if the
+        {"signum": 15}   gateway is still there GW_REMOTE_SHUTDOWN_MS later
+        {"signum": 9}    (GW_REMOTE_KILL_MS for 9)
 
-    SIGTERM and SIGHUP to the launcher are forwarded to the gateway, SIGINT
-    becomes an interrupt_request. The launcher's pid and process group go
+    The session is named after the kernel id (--session-name, unless the
+    kernelspec names it): a relaunch of the same kernel id, on any node that
+    shares the snapshot store, resumes it (docs/cluster.md). So 9 and 15,
+    which EG sends to end a kernel, end it through shutdown_request (the
+    session and its checkpoints are discarded) rather than by a signal,
+    while SIGTERM to the launcher itself (a pod evicted, a node drained) is
+    forwarded to the gateway, which suspends the session into the store.
+    SIGHUP is forwarded too; SIGINT becomes an interrupt_request. The launcher's pid and process group go
     into the reply, as EG's own launchers send theirs.
 */
 #ifndef GW_REMOTE_H
@@ -32,6 +38,7 @@
 typedef struct _gw_remote_t gw_remote_t;
 
 #define GW_REMOTE_SHUTDOWN_MS 10000
+#define GW_REMOTE_KILL_MS 2000
 
 //  Ports and connection file for args (borrowed; it must outlive the
 //  launcher), taking *reply_p. NULL with err (no port free in the range, the

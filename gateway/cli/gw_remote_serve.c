@@ -77,13 +77,16 @@ s_signal_child (gw_remote_t *self, int sig)
         kill (self->child, sig);
 }
 
+//  The end: the gateway discards the session, then exits; killed if it
+//  has not within grace_ms.
 static void
-s_shutdown (gw_remote_t *self)
+s_shutdown (gw_remote_t *self, int grace_ms)
 {
-    if (self->kill_at_ms)
-        return;                                 //  one is under way
-    s_control (self, "shutdown_request", json_pack ("{s:b}", "restart", 0));
-    self->kill_at_ms = ch_clock_mono_ms () + GW_REMOTE_SHUTDOWN_MS;
+    int64_t at = ch_clock_mono_ms () + grace_ms;
+    if (!self->kill_at_ms)
+        s_control (self, "shutdown_request", json_pack ("{s:b}", "restart", 0));
+    if (!self->kill_at_ms || at < self->kill_at_ms)
+        self->kill_at_ms = at;
 }
 
 //  One request from the front.
@@ -97,12 +100,12 @@ s_request (gw_remote_t *self, const gw_egreq_t *req)
     else if (req->signum == SIGINT)
         s_control (self, "interrupt_request", NULL);
     else if (req->signum == SIGTERM || req->signum == SIGKILL)
-        s_signal_child (self, req->signum);
+        s_shutdown (self, req->signum == SIGKILL ? GW_REMOTE_KILL_MS : GW_REMOTE_SHUTDOWN_MS);
     else if (req->signum > 0)
         gw_log (GW_LOG_WARN, "remote.request_ignored", "signum=%d reason=\"only 0, 2, 9 and "
                 "15 have a meaning for cellvm\"", req->signum);
     if (req->shutdown)
-        s_shutdown (self);
+        s_shutdown (self, GW_REMOTE_SHUTDOWN_MS);
 }
 
 //  The launcher's own signals.

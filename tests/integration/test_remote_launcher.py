@@ -322,7 +322,8 @@ def test_the_kernelspec_as_eg_fills_it_in(front, launch):
 
 def test_env_and_old_spellings_signum_9_and_sigterm(front, launch):
     """Pod-style environment, EG's old --RemoteProcessProxy.NAME=VALUE spelling; signum 9 ends
-    the kernel; SIGTERM to the launcher is forwarded and it exits with the gateway."""
+    the kernel (through shutdown_request, so a named session is discarded, not left to resume:
+    exit 0); SIGTERM to the launcher is forwarded and it exits with the gateway."""
     kid = f"remote-env-{random.getrandbits(40):x}"
     lo, hi = free_range()
     env = {"KERNEL_ID": kid, "RESPONSE_ADDRESS": front.address, "PUBLIC_KEY": front.public_key,
@@ -344,7 +345,8 @@ def test_env_and_old_spellings_signum_9_and_sigterm(front, launch):
     gw_b = b.gateway_pid()
     comm(info_b["comm_port"], b'{"signum": 9}')
     assert all_gone([b.proc.pid, gw_b], 15), b.text()[-2000:]
-    assert b.proc.wait(timeout=5) == 128 + signal.SIGKILL
+    assert b.proc.wait(timeout=5) == 0, b.text()[-2000:]
+    assert "msg_type=shutdown_request sent=yes" in b.text(), b.text()[-2000:]
 
     gw_a = a.gateway_pid()
     a.proc.send_signal(signal.SIGTERM)
@@ -448,7 +450,7 @@ def test_inherited_ignores_lose_neither_status_nor_signals(front, launch):
     info = front.receive()
     check_info(info, a)
     comm(info["comm_port"], b'{"signum": 9}')
-    assert a.proc.wait(timeout=15) == 128 + signal.SIGKILL, a.text()[-2000:]
+    assert a.proc.wait(timeout=15) == 0, a.text()[-2000:]
     b = launch(FAKE, preexec_fn=_ignore_what_a_background_job_ignores)
     front.receive()
     gateway = b.gateway_pid()
@@ -492,3 +494,32 @@ def test_a_range_without_six_free_ports_exit_1(front):
         assert err.startswith("cellvm-remote: no free port for ")
     finally:
         taken.close()
+
+
+def test_an_evicted_kernel_relaunched_with_its_kernel_id_resumes(front, launch, tmp_path):
+    """The session is named after the kernel id: SIGTERM to the launcher (a pod evicted, a node
+    drained) suspends it into the store and exits 0; EG's relaunch with the same kernel id
+    resumes it, new ports and all; the comm port's shutdown then discards it."""
+    store = tmp_path / "store"
+    kid = f"remote-move-{random.getrandbits(40):x}"
+    a = launch(MICROVM + ("--snapshot-dir", str(store)), kernel_id=kid)
+    info, gw, kc = ready(front, a)
+    try:
+        assert result_of(kc, "v = 6 * 7; v") == ["42"]
+    finally:
+        kc.stop_channels()
+    assert f"--session-name {kid}" in " ".join(psutil.Process(gw).cmdline())
+    a.proc.send_signal(signal.SIGTERM)
+    assert a.proc.wait(timeout=READY_TIMEOUT) == 0, a.text()[-2000:]
+    assert all_gone([gw], 15)
+    assert (store / f"session-{kid}" / "meta.json").exists(), a.text()[-2000:]
+    b = launch(MICROVM + ("--snapshot-dir", str(store)), kernel_id=kid)
+    info_b, gw_b, kc = ready(front, b)
+    try:
+        assert info_b["shell_port"] != info["shell_port"]
+        assert result_of(kc, "v") == ["42"]
+    finally:
+        kc.stop_channels()
+    comm(info_b["comm_port"], b'{"shutdown": 1}')
+    assert b.proc.wait(timeout=30) == 0, b.text()[-2000:]
+    assert not (store / f"session-{kid}").exists()
