@@ -42,6 +42,7 @@ class Hosts:
         self.names = tuple(names)
         self.netns = {}          # host -> netns name
         self.addr = {}           # host -> IPv4 address
+        self.veths = []          # the root namespace's ends
         self.bridge = None
         self.bridge_addr = None
 
@@ -74,6 +75,7 @@ class Hosts:
                 self.addr[host] = f"{NET_PREFIX}.{net}.{10 + i}"
                 run(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0",
                      "netns", ns])
+                self.veths.append(veth)
                 run(["ip", "link", "set", veth, "master", self.bridge, "up"])
                 nsx = ["ip", "-n", ns]
                 run(nsx + ["addr", "add", f"{self.addr[host]}/24", "dev", "eth0"])
@@ -115,6 +117,12 @@ class Hosts:
     def down(self):
         for host, ns in list(self.netns.items()):
             self.kill(host)
+        # The veths go first and by name: a namespace's are destroyed only once the kernel
+        # cleans the namespace up, later than `ip netns delete` returns.
+        for veth in self.veths:
+            run(["ip", "link", "delete", veth], check=False)
+        self.veths = []
+        for host, ns in list(self.netns.items()):
             run(["ip", "netns", "delete", ns], check=False)
             del self.netns[host]
         if self.bridge:
