@@ -36,7 +36,9 @@ file), BENCH_ONLY=sessions to run that section alone (as
 `bench/sessions_bench.py` does), BENCH_MCP=0 to skip the MCP section (the
 cellvm-mcp run_python round trip of a trivial cell against the same cell
 through jupyter_client, side by side: mcp_bench.py), BENCH_ONLY=mcp to run
-that section alone (as `bench/mcp_bench.py` does).
+that section alone (as `bench/mcp_bench.py` does), BENCH_MOVE=0 to skip the
+move section (a remote launch, a drain and resume on another host, checkpoints:
+move_bench.py), BENCH_ONLY=move to run that section alone.
 
 The start-path section derives three kernelspecs from the `cellvm` one
 (same gateway and image): `--no-templates` (cold boot), the default
@@ -533,6 +535,7 @@ def main():
     prev_snap = previous_run(history, QUICK, "start_paths")
     prev_sess = previous_run(history, QUICK, "sessions")
     prev_mcp = previous_run(history, QUICK, "mcp")
+    prev_move = previous_run(history, QUICK, "move")
     meta = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": git_commit(),
             "host": socket.gethostname(), "host_cpus": os.cpu_count(),
             "loadavg_at_start": os.getloadavg(), "quick": QUICK, "kernels": kernels,
@@ -540,7 +543,7 @@ def main():
             "print_lines": PRINT_LINES, "lines_MB": LINES_MB, "one_write_MB": BIG_WRITE_MB,
             "first_use_timeout_s": FIRST_USE_TIMEOUT, "output_timeout_s": OUTPUT_TIMEOUT,
             "store_history": True}
-    snap = sess = mcp = None
+    snap = sess = mcp = move = None
     if "cellvm" in kernels and os.environ.get("BENCH_SNAPSHOTS", "1") != "0" and not only:
         snap = bench_start_paths()
     if os.environ.get("BENCH_SESSIONS", "1") != "0" and only in (None, "sessions"):
@@ -549,6 +552,9 @@ def main():
     if os.environ.get("BENCH_MCP", "1") != "0" and only in (None, "mcp"):
         import mcp_bench
         mcp = mcp_bench.bench_mcp(kernels, cellvm_template)
+    if os.environ.get("BENCH_MOVE", "1") != "0" and only in (None, "move"):
+        import move_bench
+        move = move_bench.bench_move(kernels, cellvm_template)
     rows = []
     for k in (kernels if not only else []):
         print(f"bench: {k} ...", file=sys.stderr, flush=True)
@@ -559,7 +565,8 @@ def main():
     for what, p in (("main table", prev if rows else None),
                     ("start paths", prev_snap if snap else None),
                     ("sessions", prev_sess if sess else None),
-                    ("mcp", prev_mcp if mcp else None)):
+                    ("mcp", prev_mcp if mcp else None),
+                    ("move", prev_move if move else None)):
         if p is None or id(p) in shown:
             continue
         shown.add(id(p))
@@ -581,15 +588,19 @@ def main():
     if mcp:
         import mcp_bench
         mcp_bench.print_mcp(mcp, (prev_mcp or {}).get("mcp"))
+    if move:
+        import move_bench
+        move_bench.print_move(move, (prev_move or {}).get("move"))
     if rows:
         print_table(rows, (prev or {}).get("results"))
-    result = {"meta": meta, "results": rows, "start_paths": snap, "sessions": sess, "mcp": mcp}
+    result = {"meta": meta, "results": rows, "start_paths": snap, "sessions": sess, "mcp": mcp,
+              "move": move}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     with open(history, "a") as f:
         f.write(json.dumps(result) + "\n")
     print(f"results: {out} (and a line in {history.name})")
-    failed = [f"{r['kernel']}: {k}: {v}" for r in rows + [x for x in (sess, mcp) if x]
+    failed = [f"{r['kernel']}: {k}: {v}" for r in rows + [x for x in (sess, mcp, move) if x]
               for k, v in r["failures"].items() if v.startswith("FAIL")]
     if failed:
         print("bench: FAILED:\n  " + "\n  ".join(failed), file=sys.stderr)

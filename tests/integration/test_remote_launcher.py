@@ -12,17 +12,19 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import psutil
 import pytest
-from Cryptodome.Cipher import AES, PKCS1_v1_5
 from Cryptodome.PublicKey import ECC, RSA
-from Cryptodome.Util.Padding import unpad
 from jupyter_client import BlockingKernelClient
 
 import sessions
 from sessions import BUILD, FAKE_KERNEL, IMAGE, READY_TIMEOUT, TIMEOUT
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "cluster"))
+from egfront import Front  # noqa: E402
 
 REMOTE = BUILD / "cellvm-remote"
 FIELDS = {"shell_port", "iopub_port", "stdin_port", "control_port", "hb_port", "ip", "key",
@@ -31,42 +33,6 @@ FIELDS = {"shell_port", "iopub_port", "stdin_port", "control_port", "hb_port", "
 PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port", "comm_port")
 MICROVM = ("--backend", "microvm", "--image", str(IMAGE))
 FAKE = ("--backend", "unsafe-local", "--kernel", str(FAKE_KERNEL))
-
-
-class Front:
-    """What EG's ResponseManager does: a key pair, a response socket, the payload decoded."""
-
-    def __init__(self, bits=1024):
-        self.private = RSA.generate(bits)
-        pem = self.private.publickey().export_key("PEM").decode()
-        self.public_key = "".join(l for l in pem.splitlines() if "-----" not in l)
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def receive(self, timeout=30):
-        """The decrypted connection info of the next reply (read until the launcher closes)."""
-        self.sock.settimeout(timeout)
-        conn, _ = self.sock.accept()
-        conn.settimeout(timeout)
-        data = b""
-        with conn:
-            while chunk := conn.recv(1024):
-                data += chunk
-        return self.decode(data)
-
-    def decode(self, data):
-        payload = json.loads(base64.b64decode(data, validate=True))
-        assert set(payload) == {"version", "key", "conn_info"}
-        assert payload["version"] == 1
-        aes_key = PKCS1_v1_5.new(self.private).decrypt(base64.b64decode(payload["key"]), None)
-        assert aes_key is not None and len(aes_key) == 16, "the raw 16-byte AES key, wrapped"
-        sealed = base64.b64decode(payload["conn_info"])
-        return json.loads(unpad(AES.new(aes_key, AES.MODE_ECB).decrypt(sealed), 16))
-
-    def close(self):
-        self.sock.close()
 
 
 def comm(port, data, shut_wr=False, timeout=5):
