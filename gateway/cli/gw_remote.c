@@ -312,12 +312,42 @@ s_spawn (gw_remote_t *self, const char *gateway, char *err, size_t errlen)
 //  --------------------------------------------------------------------------
 //  The reply.
 
+//  The address to report: the one the ports are bound to, or for every
+//  address (0.0.0.0) the one this host reaches the response address from,
+//  which the front can most likely reach back (EG puts in the pod's own;
+//  other fronts use what they are told). A UDP connect sends nothing.
+static void
+s_reported_ip (const gw_remote_t *self, char *out, size_t cap)
+{
+    const gw_rargs_t *a = self->args;
+    snprintf (out, cap, "%s", a->ip);
+    if (strcmp (a->ip, "0.0.0.0") != 0)
+        return;
+    struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM }, *ai = NULL;
+    char port [8];
+    snprintf (port, sizeof port, "%d", a->response_port);
+    int fd = getaddrinfo (a->response_host, port, &hints, &ai) == 0
+           ? socket (AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0) : -1;
+    struct sockaddr_in me;
+    socklen_t len = sizeof me;
+    if (fd >= 0 && connect (fd, ai->ai_addr, ai->ai_addrlen) == 0
+    &&  getsockname (fd, (struct sockaddr *) &me, &len) == 0 && me.sin_addr.s_addr != 0)
+        inet_ntop (AF_INET, &me.sin_addr, out, (socklen_t) cap);
+    if (fd >= 0)
+        close (fd);
+    if (ai)
+        freeaddrinfo (ai);
+}
+
 //  The version-1 payload: the connection file and who we are, encrypted.
 static char *
 s_payload (gw_remote_t *self, char *err, size_t errlen)
 {
     uint8_t aes [GW_EGREPLY_AES_KEY];
+    char ip [INET_ADDRSTRLEN];
+    s_reported_ip (self, ip, sizeof ip);
     json_t *info = s_conn_json (self);
+    json_object_set_new (info, "ip", json_string (ip));
     json_object_set_new (info, "comm_port", json_integer (self->ports [GW_REMOTE_COMM]));
     json_object_set_new (info, "kernel_id", json_string (self->args->kernel_id));
     json_object_set_new (info, "pid", json_integer (getpid ()));

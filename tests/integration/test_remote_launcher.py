@@ -139,7 +139,7 @@ def launch(front):
         launcher.close()
 
 
-def check_info(info, launcher, ip="0.0.0.0"):
+def check_info(info, launcher, ip="127.0.0.1"):
     assert set(info) == FIELDS, sorted(set(info) ^ FIELDS)
     lo, hi = (int(x) for x in launcher.range.split(".."))
     ports = [info[p] for p in PORTS]

@@ -239,3 +239,44 @@ def test_pending_job_times_out_with_its_reason(cluster, tmp_path):
     job_id = re.search(r"Slurm job (\d+)", msg).group(1)
     job = cluster.wait_job(job_id, "CANCELLED")
     assert job["MinMemoryNode"] == "100M", job    # KERNEL_MEMORY became --mem
+
+
+def test_a_real_cellvm_session_on_a_node(cluster, tmp_path):
+    """The cellvm-slurm kernelspec as the build writes it (build/cellvm-remote, a microVM),
+    placed on a node: a cell runs there through the ports its launcher reported, and the
+    shutdown ends the job, the gateway and the VM."""
+    built = json.loads((ROOT / "build" / "share" / "jupyter" / "kernels" / "cellvm-slurm" /
+                        "kernel.json").read_text())
+    spec = dict(built, env={"CELLVM_LOG_LEVEL": "info"})
+    spec["metadata"]["kernel_provisioner"]["config"].update(
+        response_ip=cluster.ctl_addr, output=str(cluster.shared / "remote-%j.out"))
+    d = tmp_path / "kernels" / "cellvm-slurm-test"
+    d.mkdir(parents=True)
+    (d / "kernel.json").write_text(json.dumps(spec))
+    km = KernelManager(kernel_name="cellvm-slurm-test",
+                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")]))
+    km.start_kernel()
+    job_id, host = km.provisioner.job_id, km.provisioner.host
+    out = []
+    try:
+        assert host in cluster.nodes and km.ip == cluster.addr[host]
+        kc = km.client()
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=240)
+            reply = kc.execute_interactive(
+                "import socket; print(socket.gethostname(), 6 * 7)", timeout=240,
+                output_hook=lambda m: out.append(m["content"].get("text", "")))
+        finally:
+            kc.stop_channels()
+    except BaseException:
+        km.shutdown_kernel(now=True)
+        raise
+    km.shutdown_kernel()
+    assert reply["content"]["status"] == "ok", reply
+    cluster.wait_job(job_id, "COMPLETED")
+    assert cluster.slurm("squeue", "-h", "-j", job_id).stdout.strip() == ""
+    left = [p for p in cluster.node_pids(host) if any(
+        w in open(f"/proc/{p}/cmdline").read() for w in ("cellvm-remote", "cellvm-gateway"))]
+    assert left == [], left
+    assert "".join(out).split() == ["cellvm", "42"], out    # the guest's name, not the node's
