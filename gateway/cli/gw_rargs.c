@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { S_KID, S_RESP, S_KEY, S_RANGE, S_IP, S_TIMEOUT, S_NSLOTS, S_IGNORED } s_slot_t;
+typedef enum { S_KID, S_RESP, S_KEY, S_RANGE, S_IP, S_TIMEOUT, S_ENC, S_NSLOTS, S_IGNORED }
+    s_slot_t;
 
 //  Every option: its name after "--" (and after "--RemoteProcessProxy."
 //  when old), and the environment variable behind it.
@@ -27,6 +28,7 @@ static const struct {
     { "port-range", S_RANGE, true, "PORT_RANGE" },
     { "ip", S_IP, false, "CELLVM_REMOTE_IP" },
     { "launch-timeout", S_TIMEOUT, false, "KERNEL_LAUNCH_TIMEOUT" },
+    { "encryption", S_ENC, false, "CELLVM_REMOTE_ENCRYPTION" },
     { "spark-context-initialization-mode", S_IGNORED, true, NULL },
     { "cluster-type", S_IGNORED, true, NULL },
     { "kernel-class-name", S_IGNORED, true, NULL },
@@ -215,6 +217,12 @@ s_check (gw_rargs_t *self, const char **val, char *err, size_t errlen)
                       errlen);
     if (rc == 0)
         rc = s_ip_timeout (self, val [S_IP], val [S_TIMEOUT], err, errlen);
+    const char *enc = val [S_ENC] && val [S_ENC][0] ? val [S_ENC] : "none";
+    self->curve = strcmp (enc, "curve") == 0;
+    if (rc == 0 && !self->curve && strcmp (enc, "none") != 0) {
+        snprintf (err, errlen, "encryption '%.40s' is not known: use none or curve", enc);
+        rc = -EINVAL;
+    }
     return rc;
 }
 

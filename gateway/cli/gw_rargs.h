@@ -8,6 +8,8 @@
         --port-range LO..HI       --RemoteProcessProxy.port-range LO..HI     PORT_RANGE
         --ip ADDR (where the ports listen, default 0.0.0.0)                  CELLVM_REMOTE_IP
         --launch-timeout S (default 30)                                      KERNEL_LAUNCH_TIMEOUT
+        --encryption none|curve (CurveZMQ on the five ports: a keypair of    CELLVM_REMOTE_ENCRYPTION
+          its own in the connection file and the reply, docs/security.md)
 
     Each also as --name=value. The other options of EG's and GP's own
     launchers (--spark-context-initialization-mode, --cluster-type,
@@ -19,6 +21,7 @@
 #ifndef GW_RARGS_H
 #define GW_RARGS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define GW_RARGS_PORTS 6                        //  five Jupyter ports and the comm port
@@ -32,6 +35,7 @@ typedef struct {
     int port_lo, port_hi;                       //  0, 0: any port
     char ip [16];                               //  IPv4 literal the ports listen on
     double launch_timeout;                      //  seconds to deliver the reply
+    bool curve;                                 //  --encryption curve
     const char **pass;                          //  for cellvm-gateway (NULL-terminated)
     int npass;
 } gw_rargs_t;

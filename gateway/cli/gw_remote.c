@@ -96,6 +96,10 @@ s_conn_json (const gw_remote_t *self)
                               "kernel_name", "");
     for (int i = 0; info && i < GW_PORT_COUNT; i++)
         json_object_set_new (info, s_port_names [i], json_integer (self->ports [i]));
+    if (info && self->curve_public [0]) {      //  one keypair for both ends, as jupyter_client's
+        json_object_set_new (info, "curve_publickey", json_string (self->curve_public));
+        json_object_set_new (info, "curve_secretkey", json_string (self->curve_secret));
+    }
     return info;
 }
 
@@ -145,6 +149,11 @@ gw_remote_new (const gw_rargs_t *args, gw_egreply_t **reply_p, char *err, size_t
         self->fds [i] = -1;
     ch_uuid4 (self->key);
     ch_uuid4 (self->session);
+    if (args->curve && (!zmq_has ("curve")
+                        || zmq_curve_keypair (self->curve_public, self->curve_secret) != 0)) {
+        snprintf (err, errlen, "--encryption curve: this libzmq has no CurveZMQ");
+        goto fail;
+    }
     if (s_bind_ports (self, err, errlen) < 0 || s_write_conn (self, err, errlen) < 0)
         goto fail;
     self->comm = gw_rcomm_new (self->fds [GW_REMOTE_COMM]);
@@ -216,6 +225,7 @@ gw_remote_destroy (gw_remote_t **self_p)
         rmdir (self->dir);
     gw_egreply_destroy (&self->reply);
     OPENSSL_cleanse (self->key, sizeof self->key);
+    OPENSSL_cleanse (self->curve_secret, sizeof self->curve_secret);
     free (self);
     *self_p = NULL;
 }

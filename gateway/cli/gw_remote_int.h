@@ -24,6 +24,7 @@ struct _gw_remote_t {
     int fds [GW_RARGS_PORTS];                   //  listening: gw_port_t order, then comm
     int ports [GW_RARGS_PORTS];
     char key [37];                              //  the connection's HMAC key
+    char curve_public [41], curve_secret [41];  //  Z85, "" without --encryption curve
     char dir [PATH_MAX];                        //  private, 0700; "" until made
     char conn_path [PATH_MAX];
     int sig_fd;                                 //  SIGCHLD, SIGTERM, SIGHUP, SIGINT

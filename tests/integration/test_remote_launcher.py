@@ -489,3 +489,50 @@ def test_an_evicted_kernel_relaunched_with_its_kernel_id_resumes(front, launch, 
     comm(info_b["comm_port"], b'{"shutdown": 1}')
     assert b.proc.wait(timeout=30) == 0, b.text()[-2000:]
     assert not (store / f"session-{kid}").exists()
+
+
+def test_encryption_curve_hands_the_front_a_keypair_that_guards_the_ports(front, launch):
+    """--encryption curve (here CELLVM_REMOTE_ENCRYPTION, as a pod gets it): a keypair of the
+    launcher's own in the connection file and the reply; a client with it is answered, a plain
+    one gets nothing."""
+    import zmq
+    from jupyter_client.session import Session
+    a = launch(FAKE, env={"CELLVM_REMOTE_ENCRYPTION": "curve"})
+    info = front.receive()
+    pub, sec = info.pop("curve_publickey"), info.pop("curve_secretkey")
+    check_info(info, a)
+    assert len(pub) == 40 and len(sec) == 40 and pub != sec
+    assert zmq.curve_public(sec.encode()) == pub.encode()
+    session = Session(key=info["key"].encode())
+    ctx = zmq.Context()
+    try:
+        def shell(curve):
+            s = ctx.socket(zmq.DEALER)
+            s.linger, s.sndtimeo = 0, 2000
+            if curve:
+                s.curve_serverkey, s.curve_publickey, s.curve_secretkey = (
+                    pub.encode(), pub.encode(), sec.encode())
+            s.connect(f"tcp://127.0.0.1:{info['shell_port']}")
+            return s
+        good, plain = shell(True), shell(False)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while True:                      # the gateway may still be starting its kernel
+            session.send(good, "kernel_info_request", {})
+            if good.poll(1000):
+                break
+            assert time.monotonic() < deadline, "no kernel_info_reply through CurveZMQ"
+        _, reply = session.recv(good)
+        assert reply["msg_type"] == "kernel_info_reply", reply
+        try:
+            session.send(plain, "kernel_info_request", {})
+        except zmq.Again:
+            pass
+        assert not plain.poll(2000), "a client without the keys was answered"
+    finally:
+        ctx.destroy(linger=0)
+
+
+def test_an_unknown_encryption_is_refused():
+    rc, err = _run_bad(["--kernel-id", "k", "--response-address", "127.0.0.1:1",
+                        "--public-key", "x", "--encryption", "tls"])
+    assert rc == 1 and "encryption 'tls' is not known: use none or curve" in err, err
