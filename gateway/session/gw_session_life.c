@@ -62,7 +62,8 @@ s_suspended (gw_session_t *self, int rc, const char *err)
                 self->opts.snapshot_dir);
     else
         gw_log (GW_LOG_ERROR, "session.suspend_failed", "snapshot=%s reason=\"%s\" "
-                "action=\"end the session: its variables and /workspace are lost\"",
+                "action=\"end the session: what it did since its last suspend or checkpoint is "
+                "lost\"",
                 self->opts.pause_name, err && err [0] ? err : strerror (-rc));
     gw_session__begin_shutdown (self, true);
 }
