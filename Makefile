@@ -166,8 +166,10 @@ template: image $(if $(SANITIZER),,$(B)/cellvm-gateway)
 	  CELLVM_IMAGE_DIR=$(abspath build/image) bash scripts/kernelspec.sh $$k $(abspath $(B)) \
 	    $(B)/share/jupyter/kernels/$$k/kernel.json || exit 1; done
 
+# --dist loadgroup: a module marked xdist_group (one scenario, its steps in order over one
+# session) runs whole on one worker; every other test goes wherever a worker is free.
 INTEGRATION = CELLVM_BUILD=$(abspath $(B)) CELLVM_IMAGE=$(abspath build/image) \
-  $(PYTHON) -m pytest -q -n $(JOBS) tests/integration
+  $(PYTHON) -m pytest -q -n $(JOBS) $(if $(filter 0,$(JOBS)),,--dist loadgroup) tests/integration
 integration: all template $(B)/tests/test_gw_vm_boot
 	$(INTEGRATION) $(PYTEST_ARGS)
 

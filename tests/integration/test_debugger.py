@@ -25,6 +25,9 @@ import pytest
 
 from sessions import BACKENDS, TIMEOUT, Session
 
+# One scenario in steps over one session per backend: all on one worker, in order.
+pytestmark = pytest.mark.xdist_group("debugger")
+
 # What JupyterLab's DebuggerSession.start() sends.
 INIT_ARGS = {"clientID": "jupyterlab", "clientName": "JupyterLab", "adapterID": "python",
              "pathFormat": "path", "linesStartAt1": True, "columnsStartAt1": True,

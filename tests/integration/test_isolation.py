@@ -31,6 +31,9 @@ import pytest
 from isohelpers import P_FIND, P_HEAD, booted, call, rev_hex
 from sessions import host_probe, kernel_spec
 
+# One scenario in steps over one session per backend: all on one worker, in order.
+pytestmark = pytest.mark.xdist_group("isolation")
+
 CANARY_ENV = "CELLVM_ISOLATION_CANARY"
 
 

@@ -28,6 +28,9 @@ import zmq
 from isohelpers import P_FIND, P_HEAD, booted, call, rev_hex
 from sessions import READY_TIMEOUT, TIMING_SCALE, alive, qemu_run_dir
 
+# One scenario in steps over one session per backend: all on one worker, in order.
+pytestmark = pytest.mark.xdist_group("isolation_more")
+
 T_DISK = 256 << 20          # the torture session's /workspace disk
 T_MEMORY_MIB = 384
 T_CELL_TIMEOUT = 30          # the torture session: bounds the fork bomb; the OOM cell must beat it
