@@ -27,7 +27,13 @@ PKGS=(
   slurm-wlm slurmctld slurmd slurm-client munge python3-pycryptodome
   # the microvm backend (guest-image/build.sh installs its own build tools)
   qemu-system-x86 qemu-utils
+  # deploy/kubernetes rendered offline (tests/integration/test_k8s_manifests.py): the kernel-pod
+  # template rendered as EG's launcher does, the YAML parsed
+  python3-jinja2 python3-yaml
 )
+# ... and `kubectl kustomize`: Debian's kubernetes-client, unless a kubectl is there already
+# (Google Cloud SDK's kubectl package owns /usr/bin/kubectl, and the two would collide).
+command -v kubectl >/dev/null 2>&1 || PKGS+=(kubernetes-client)
 [ "${CELLVM_DEPS_EXTRA:-}" ] && PKGS+=(${CELLVM_DEPS_EXTRA})
 
 # The MCP acceptance test's client (tests/mcp, docs/mcp.md): @modelcontextprotocol/sdk from npm,
