@@ -131,6 +131,8 @@ test_gw_lease_renewal_keeps_it (void **state)
     assert_false (gw_lease_lapsed (c, S_T0 + S_TTL));
     assert_null (gw_lease_take (store, "s", "host-d", S_TTL, late, &rc, err, sizeof err));
     assert_int_equal (rc, -EBUSY);
+    gw_lease_destroy (&a);                       //  long taken over: c's lease stays live
+    assert_null (gw_lease_take (store, "s", "host-d", S_TTL, late, &rc, err, sizeof err));
     gw_lease_destroy (&c);
     tu_rmtree (store);
 }
