@@ -27,7 +27,7 @@ PKGS=(
   slurm-wlm slurmctld slurmd slurm-client munge python3-pycryptodome
   # the microvm backend (guest-image/build.sh installs its own build tools)
   qemu-system-x86 qemu-utils
-  # deploy/kubernetes rendered offline (tests/integration/test_k8s_manifests.py): the kernel-pod
+  # examples/kubernetes rendered offline (tests/integration/test_k8s_manifests.py): the kernel-pod
   # template rendered as EG's launcher does, the YAML parsed
   python3-jinja2 python3-yaml
 )

@@ -1,4 +1,4 @@
-"""deploy/kubernetes rendered offline (docs/cluster.md, "Kubernetes"): no API server runs here.
+"""examples/kubernetes rendered offline (docs/cluster.md, "Kubernetes"): no API server runs here.
 
 `kubectl kustomize` renders the base and the tcg overlay; the objects are parsed and checked.
 The kernel-pod template is rendered the way Enterprise Gateway's and Gateway Provisioners'
@@ -18,7 +18,7 @@ import yaml
 
 from sessions import ROOT
 
-DEPLOY = ROOT / "deploy" / "kubernetes"
+DEPLOY = ROOT / "examples" / "kubernetes"
 BASE = DEPLOY / "base"
 TCG = DEPLOY / "overlays" / "tcg"
 KVM = "squat.ai/kvm"
