@@ -245,7 +245,8 @@ def test_a_real_cellvm_session_on_a_node(cluster, tmp_path):
     """The cellvm-slurm kernelspec as the build writes it (build/cellvm-remote, a microVM),
     placed on a node: a cell runs there through the ports its launcher reported, and the
     shutdown ends the job, the gateway and the VM."""
-    built = json.loads((ROOT / "build" / "share" / "jupyter" / "kernels" / "cellvm-slurm" /
+    build = Path(os.environ.get("CELLVM_BUILD", ROOT / "build"))     # build/san under make check
+    built = json.loads((build / "share" / "jupyter" / "kernels" / "cellvm-slurm" /
                         "kernel.json").read_text())
     spec = dict(built, env={"CELLVM_LOG_LEVEL": "info"})
     spec["metadata"]["kernel_provisioner"]["config"].update(
