@@ -35,6 +35,13 @@ BY_DESIGN = {
     T + "TestExecute::test_error_notebook_hook":
         "the same kernel death (Autokill.ipynb), expected as a RuntimeError",
 }
+# May fail, and only this way: the suite's ProcessPoolExecutor has two processes allocate
+# ports, each with its own jupyter_client port cache, so two kernels can be handed one port;
+# a heartbeat client then reaches another kernel's control port, and that kernel says on
+# stderr that it dropped what came (ipykernel's Session logs "Invalid Message" there too),
+# which the test finds in stderr. Its failure must show nothing but those lines.
+RACY = {T + "test_many_parallel_notebooks":
+        re.compile(r'event=client\.drop channel=\w+ reason="missing <IDS\|MSG> delimiter"')}
 # Passes, but its notebooks fail as test_async_parallel_notebooks' do: it runs them in
 # threads, and pytest makes a thread's exception a warning.
 THREAD_EXCEPTIONS = {T + "test_parallel_notebooks"}
@@ -74,6 +81,18 @@ def _listed(out, what):
             if line.startswith(f"peer-suite: {what} ")}
 
 
+def _raced(out, failed):
+    """The RACY tests that failed, each only with its race's lines on stderr."""
+    raced = set()
+    for test in failed & set(RACY):
+        block = out.split(f"{test} - ", 1)
+        block = re.split(r"\n\s*(?:FAILED |peer-suite: |=+ )", block[1], 1)[0] if len(block) == 2 else ""
+        said = [ln.strip()[2:] for ln in block.splitlines() if ln.strip().startswith("+ ")]
+        assert said and all(RACY[test].search(ln) for ln in said), (test, block[-3000:])
+        raced.add(test)
+    return raced
+
+
 @pytest.mark.slow
 def test_nbclient_suite_passes_but_for_the_declared_differences(tmp_path):
     require_image(IMAGE)
@@ -94,11 +113,13 @@ def test_nbclient_suite_passes_but_for_the_declared_differences(tmp_path):
     assert m, out[-5000:]
     counts = dict(kv.split("=") for kv in m.group(2).split())
     assert m.group(1) == "cellvm" and int(m.group(3)) == TOTAL, m.group(0)
-    assert _listed(out, "failed") == set(BY_DESIGN), out[-8000:]
+    failed = _listed(out, "failed")
+    raced = _raced(out, failed)
+    assert failed - raced == set(BY_DESIGN), out[-8000:]
     assert not _listed(out, "error") and not _listed(out, "xpassed"), m.group(0)
     assert _listed(out, "thread-exception") == THREAD_EXCEPTIONS, m.group(0)
     assert int(counts["skipped"]) == SKIPPED, m.group(0)
-    assert int(counts["passed"]) == TOTAL - SKIPPED - len(BY_DESIGN), m.group(0)
+    assert int(counts["passed"]) == TOTAL - SKIPPED - len(BY_DESIGN) - len(raced), m.group(0)
     assert pids, "the plugin recorded no kernel"
     assert not left, f"gateways still running after the suite: {left}"
     assert not wait_no_leftovers(pids, timeout=30), wait_no_leftovers(pids, timeout=0)
