@@ -8,6 +8,10 @@
   host A until it exited (the session saved into the store), then a launch of the same name on
   host B until its first cell answered with the state checked, against a fresh session on host
   B (the anchor: what a client gets without a move, its state lost); p50 of REPS each;
+- a Slurm drain (tests/cluster/slurm_cluster.py, the cellvm-slurm provisioner and kernelspec):
+  `scontrol requeue` of a kernel's job until the provisioner has its answer from another node,
+  and until a new client's first cell there answered with the state checked, against that
+  kernel's own launch to its first cell (the anchor: what the move costs next to a start);
 - a checkpoint (--checkpoint-every): the guest's stop (`pause_ms`) and the whole snapshot
   (`ms`) after a cell dirtied the live memory, at the same sizes, against a trivial cell's
   round trip on the same session.
@@ -214,6 +218,37 @@ def remote_launches(n):
             "local_cell_s_p50": pct(local, 50)}
 
 
+def slurm_moves(reps):
+    from slurm_cluster import SlurmCluster, exported
+    import slurm_kernel as K
+    launch, moved, cell = [], [], []
+    with SlurmCluster() as c, exported(c), \
+            tempfile.TemporaryDirectory(prefix="cellvm-bench-slurm-") as d:
+        for i in range(reps):
+            km = K.manager(c, pathlib.Path(d) / f"k{i}", pathlib.Path(d) / f"store-{i}")
+            t0 = _perf()
+            km.start_kernel()
+            try:
+                K.run(km, "x = 41", READY)
+                launch.append(_perf() - t0)
+                host = km.provisioner.host
+                c.drain(host, reason="bench")
+                try:
+                    t0 = _perf()
+                    c.slurm("scontrol", "requeue", km.provisioner.job_id)
+                    K.wait_moved(km, c, host, READY)
+                    moved.append(_perf() - t0)
+                    if K.run(km, "print(x + 1)", READY).strip() != "42":
+                        raise Failed("the moved kernel lost x")
+                    cell.append(_perf() - t0)
+                finally:
+                    c.resume(host)
+            finally:
+                km.shutdown_kernel(now=True)
+    return {"slurm_launch_s_p50": pct(launch, 50), "slurm_moved_s_p50": pct(moved, 50),
+            "slurm_cell_s_p50": pct(cell, 50)}
+
+
 def bench_move(kernels, ensure_template=None):
     res = {"kernel": "move", "failures": {}, "quick": QUICK}
     if "cellvm" not in kernels:
@@ -232,6 +267,9 @@ def bench_move(kernels, ensure_template=None):
                 print(f"bench: move: drain and resume, {mb} MB ...", file=sys.stderr, flush=True)
                 attempt(res, [f"suspend_{mb}_s_p50", f"resume_{mb}_s_p50", f"fresh_{mb}_s_p50"],
                         lambda: moves(hosts, store, mb))
+        print("bench: move: Slurm drain and requeue ...", file=sys.stderr, flush=True)
+        attempt(res, ["slurm_launch_s_p50", "slurm_moved_s_p50", "slurm_cell_s_p50"],
+                lambda: slurm_moves(REPS))
         for mb in SIZES_MB:
             print(f"bench: move: checkpoints, {mb} MB ...", file=sys.stderr, flush=True)
             attempt(res, [f"ckpt_{mb}_pause_ms_p50", f"ckpt_{mb}_ms_p50",
@@ -267,6 +305,14 @@ def print_move(res, prev=None):
         print(f"{mb} MB live | {_cell(res, prev, f'suspend_{mb}_s_p50', '{:.3f}')} | "
               f"{_cell(res, prev, f'resume_{mb}_s_p50', '{:.3f}')} | "
               f"{_cell(res, prev, f'fresh_{mb}_s_p50', '{:.3f}')}")
+    print()
+    print(f"move: Slurm drain and requeue (p50 of {REPS}) | requeue..the provisioner has the new "
+          f"node s | requeue..a new client's first cell, state checked s | launch..first cell s "
+          f"(anchor)")
+    print("--- | --- | --- | ---")
+    print(f"512 MiB guest | {_cell(res, prev, 'slurm_moved_s_p50', '{:.3f}')} | "
+          f"{_cell(res, prev, 'slurm_cell_s_p50', '{:.3f}')} | "
+          f"{_cell(res, prev, 'slurm_launch_s_p50', '{:.3f}')}")
     print()
     print(f"move: a checkpoint every 1 s after a cell (p50 of {REPS}) | guest stopped ms | "
           f"snapshot ms | the next cell's round trip ms (anchor)")

@@ -10,6 +10,14 @@ waits, within launch_timeout, for the launcher's one connection back: base64(JSO
 Enterprise Gateway's launchers speak. Signals, liveness polls and the shutdown request then go
 to the launcher's comm port, one JSON per TCP connection; the job is cancelled at cleanup.
 
+The job is submitted requeueable. A drained node's jobs requeued by the operator (`scontrol
+requeue`), or a dead node's requeued by Slurm, move: the launcher gets SIGTERM and the gateway
+suspends its session (named by the kernel id) into the shared store, the job goes back to the
+queue, and the launcher that Slurm starts on another node resumes it and answers on the same
+response port. Meanwhile poll() says the kernel lives (for move_timeout at most), releases a
+requeued job Slurm holds back (BeginTime), and takes the new connection info into the
+KernelManager, so every client made after the move reaches the new node.
+
 Configuration (kernelspec metadata.kernel_provisioner.config, traitlets): launch_timeout,
 response_ip, port_range, cpus, memory, partition, output, sbatch_args. The kernel's
 environment overrides the resources as Enterprise Gateway's kernelspecs name them:
@@ -29,7 +37,7 @@ from Cryptodome.Cipher import AES, PKCS1_v1_5
 from Cryptodome.PublicKey import RSA
 from Cryptodome.Util.Padding import unpad
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
-from traitlets import Float, List, Unicode, default
+from traitlets import Bool, Float, List, Unicode, default
 
 KEY_BITS = 1024            # only wraps a 16-byte AES key
 MAX_RESPONSE = 64 * 1024   # a connection-info payload is well under 2 KiB
@@ -106,6 +114,10 @@ class SlurmProvisioner(KernelProvisionerBase):
     partition = Unicode("", config=True, help="sbatch --partition")
     output = Unicode("", config=True, help="sbatch --output (the launcher's log)")
     sbatch_args = List(Unicode(), config=True, help="more sbatch arguments")
+    requeue = Bool(True, config=True, help="submit with --requeue: a drained or dead node's "
+                                           "kernel moves to another node")
+    move_timeout = Float(600.0, config=True,
+                         help="seconds a requeued kernel may take to answer from its new node")
 
     job_id = None
     comm_ip = None
@@ -115,6 +127,8 @@ class SlurmProvisioner(KernelProvisionerBase):
     _key = None
     _env = None
     _exit = None
+    _moving_since = None
+    _released = False
 
     @default("response_ip")
     def _response_ip_default(self):
@@ -152,6 +166,7 @@ class SlurmProvisioner(KernelProvisionerBase):
         argv += [f"--partition={self.partition}"] if self.partition else []
         argv += [f"--output={self.output}"] if self.output else []
         argv += [f"--chdir={cwd}"] if cwd else []
+        argv += ["--requeue"] if self.requeue else ["--no-requeue"]
         # exec: the job's process is the launcher itself, so Slurm's signals reach it.
         return argv + list(self.sbatch_args) + ["--wrap", "exec " + shlex.join(cmd)]
 
@@ -171,7 +186,11 @@ class SlurmProvisioner(KernelProvisionerBase):
             await self._cancel()
             self._close_listener()
             raise
-        self._close_listener()
+        # The listener stays open: a requeued job's launcher answers on it again.
+        await self._take_info(info)
+        return self.connection_info
+
+    async def _take_info(self, info):
         self.comm_ip, self.comm_port = info["ip"], info["comm_port"]
         self.host = (await self._job()).get("BatchHost")
         self.connection_info = {k: info[k] for k in PORT_KEYS}
@@ -179,7 +198,6 @@ class SlurmProvisioner(KernelProvisionerBase):
                                     transport=info.get("transport", "tcp"),
                                     signature_scheme=info.get("signature_scheme",
                                                               "hmac-sha256"))
-        return self.connection_info
 
     async def _await_response(self, timeout):
         loop = asyncio.get_running_loop()
@@ -272,15 +290,74 @@ class SlurmProvisioner(KernelProvisionerBase):
             self.log.debug("cellvm-slurm: comm %s: %s", request, e)
             return False
 
+    # --- a move: the job requeued, its launcher answering from another node -----------------
+
+    async def _moved(self):
+        """The connection info a requeued job's launcher sent, if it came: taken into this
+        provisioner and its KernelManager. True when it was."""
+        if self._listener is None:
+            return False
+        while True:
+            try:
+                conn, peer = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return False
+            try:
+                info = decode_response(await self._read_all(conn), self._key)
+                if info.get("kernel_id", self.kernel_id) != self.kernel_id:
+                    raise ValueError(f"it is for kernel {info.get('kernel_id')!r}")
+            except (ValueError, OSError, asyncio.TimeoutError) as e:
+                self.log.warning("cellvm-slurm: ignored a response from %s: %s", peer, e)
+                continue
+            old = self.host
+            await self._take_info(info)
+            km = self.parent
+            if hasattr(km, "_reconcile_connection_info"):
+                km._close_control_socket()         # it was connected to the old node
+                km._reconcile_connection_info(self.connection_info)
+            self.log.warning("cellvm-slurm: kernel %s moved from %s to %s (%s:%s), after "
+                             "%.1f s", self.kernel_id, old, self.host, info["ip"],
+                             info["shell_port"], time.monotonic() - self._moving_since
+                             if self._moving_since else 0.0)
+            self._moving_since, self._released = None, False
+            return True
+
+    async def _moving(self, job):
+        """The launcher is gone but Slurm keeps the job (requeued after a drain or a node
+        failure): True while the move may still finish."""
+        now = time.monotonic()
+        if self._moving_since is None:
+            self._moving_since = now
+            self.log.warning("cellvm-slurm: kernel %s's launcher on %s is gone and %s: "
+                             "waiting for it on another node", self.kernel_id, self.host,
+                             self._describe(job))
+        if job.get("JobState") == "PENDING" and job.get("Reason") == "BeginTime" \
+                and not self._released:
+            # Slurm holds a requeued batch job back a while; a kernel's user is waiting.
+            self._released = True
+            rc, _, err = await _run(["scontrol", "update", f"jobid={self.job_id}",
+                                     "StartTime=now"], self._env)
+            if rc != 0:
+                self.log.warning("cellvm-slurm: could not release requeued job %s: %s",
+                                 self.job_id, err.strip())
+        if now - self._moving_since <= self.move_timeout:
+            return True
+        self.log.error("cellvm-slurm: kernel %s did not answer from a new node within %.0f s "
+                       "(%s): cancelled", self.kernel_id, self.move_timeout, self._describe(job))
+        await self._cancel()
+        return False
+
     async def poll(self):
         if self.job_id is None:
             return self._exit if self._exit is not None else 0
+        await self._moved()
         alive = await self._comm({"signum": 0})
-        state = (await self._job()).get("JobState", "GONE")
+        job = await self._job()
+        state = job.get("JobState", "GONE")
         if alive and state in LIVE_STATES:
             return None
-        if state in LIVE_STATES and state != "RUNNING":
-            return None            # COMPLETING, REQUEUED...: not over yet
+        if state in LIVE_STATES and await self._moving(job):
+            return None            # requeued, pending, starting on another node
         self._exit = 0 if state == "COMPLETED" else 1
         return self._exit
 

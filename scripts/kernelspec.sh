@@ -56,13 +56,17 @@ case "$name" in
     # The provisioner (provisioner/cellvm_slurm.py) submits argv as a Slurm job and fills
     # the placeholders; cellvm-remote on the node binds the ports, answers the provisioner
     # and runs cellvm-gateway with the arguments after "--".
+    # A requeued job can start on another node before the lease of a node that died has
+    # expired (30 s, plus 5 s of clock skew): the gateway waits that long for it.
     backend=microvm remote=slurm
+    extra=', "--lease-wait", "45"'
     display="Python 3 (cellvm microVM on a Slurm node)" ;;
   cellvm-remote)
     # EG's remote-kernel protocol (docs/cluster.md): EG fills the placeholders, cellvm-remote
     # picks ports and key, reports them and runs the gateway after "--". EG's own
     # kernelspecs spell the launcher's options --RemoteProcessProxy.*.
     backend=microvm remote=eg
+    extra=', "--lease-wait", "45"'
     display="Python 3 (cellvm microVM, remote through Enterprise Gateway)" ;;
   cellvm-unsafe-local)
     backend=unsafe-local

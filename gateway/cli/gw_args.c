@@ -132,6 +132,9 @@ static const gw_opt_t s_table [GW_OPT_COUNT] = {
     [GW_OPT_CHECKPOINT_EVERY] = { "checkpoint-every", GW_OPTKIND_SECONDS, 0, 0, 0, S_SESS, "S",
         "a named session is snapshotted into the store every S seconds between cells: a host "
         "that dies loses at most that (default 0: off)" },
+    [GW_OPT_LEASE_WAIT] = { "lease-wait", GW_OPTKIND_SECONDS, 0, 0, 0, S_SESS, "S",
+        "a named session whose lease another host holds: wait up to S seconds for it to be "
+        "released or to expire (a host that died) before refusing (default 0)" },
     [GW_OPT_HELP] = { "help", GW_OPTKIND_FLAG, 0, 0, 0, S_MAIN, NULL, "print this and exit" },
 };
 
@@ -262,6 +265,7 @@ s_parse_value (gw_args_t *args, gw_opt_id_t id, const char *val)
                          : id == GW_OPT_CPUS ? &args->cpus
                          : id == GW_OPT_LEASE_TTL ? &args->lease_ttl
                          : id == GW_OPT_CHECKPOINT_EVERY ? &args->checkpoint_every
+                         : id == GW_OPT_LEASE_WAIT ? &args->lease_wait
                          : &args->cell_timeout;
             *slot = strtod (val, &end);
             if (end == val || *end || !(*slot >= 0) || *slot > 1e9

@@ -167,6 +167,29 @@ s_in_store (const gw_persist_t *self, const char *name)
     return access (path, F_OK) == 0;
 }
 
+//  Take name's lease; one held by another host is tried again each second for
+//  up to wait_s, the time a dead host's lease takes to expire: a cluster
+//  engine that requeues a dead node's job relaunches it sooner than that.
+//  A live holder renews, so it still ends in a refusal, with its words.
+static gw_lease_t *
+s_take_lease (gw_persist_t *self, const char *name, const char *host, double ttl,
+              double wait_s, int *rc_p, char *err, size_t errlen)
+{
+    double deadline = ch_clock_wall_s () + wait_s;
+    bool logged = false;
+    for (;;) {
+        gw_lease_t *lease = gw_lease_take (self->store, name, host, ttl, ch_clock_wall_s (),
+                                           rc_p, err, errlen);
+        if (lease || *rc_p != -EBUSY || ch_clock_wall_s () + 1 > deadline)
+            return lease;
+        if (!logged)
+            gw_log (GW_LOG_INFO, "session.lease_wait", "name=%s wait_s=%g reason=\"%s\"",
+                    name, wait_s, err);
+        logged = true;
+        sleep (1);
+    }
+}
+
 //  A named session: hold its lease before anything of it is touched, and
 //  resume it when the store has it (a suspend's, or an idle pause's, save).
 static int
@@ -190,8 +213,8 @@ s_named (gw_persist_t *self, const gw_args_t *args, const char **from_p, char *e
     gethostname (host, sizeof host - 1);
     int rc = 0;
     double ttl = args->lease_ttl > 0 ? args->lease_ttl : GW_PERSIST_LEASE_TTL_S;
-    self->lease = gw_lease_take (self->store, name, host [0] ? host : "?", ttl,
-                                 ch_clock_wall_s (), &rc, err, errlen);
+    self->lease = s_take_lease (self, name, host [0] ? host : "?", ttl, args->lease_wait,
+                                &rc, err, errlen);
     if (!self->lease)
         return rc;
     snprintf (self->session_name, sizeof self->session_name, "%s", name);

@@ -29,6 +29,17 @@ static void
 s_child_reset (const gw_vmspawn_t *sp)
 {
     ch_sig_defaults ();
+    //  QEMU quits on SIGTERM, SIGINT and SIGHUP. Whoever signals a whole process
+    //  tree (Slurm's proctrack at a requeue, systemd's control-group stop, a
+    //  hang-up) means the session, and the gateway answers for it: a named
+    //  session is suspended first, which needs its QEMU. The gateway itself
+    //  stops QEMU by QMP or SIGKILL, and a blocked signal survives exec.
+    sigset_t held;
+    sigemptyset (&held);
+    sigaddset (&held, SIGTERM);
+    sigaddset (&held, SIGINT);
+    sigaddset (&held, SIGHUP);
+    sigprocmask (SIG_BLOCK, &held, NULL);
     //  Over RLIMIT_FSIZE a write fails with EFBIG instead of killing QEMU.
     struct sigaction sa;
     memset (&sa, 0, sizeof sa);

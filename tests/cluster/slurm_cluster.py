@@ -14,6 +14,7 @@ cluster through SLURM_CONF (`cluster.env()`).
 stop() kills by pid every process it started and every process left in a node's namespace
 (jobs included), then removes the namespaces, the bridge and the directory.
 """
+import contextlib
 import os
 import re
 import shutil
@@ -200,7 +201,8 @@ SlurmdParameters=config_overrides
 SlurmdTimeout=6
 SlurmctldTimeout=10
 MessageTimeout=5
-KillWait=2
+# A job's grace between SIGTERM and SIGKILL: a requeued kernel's suspend fits well within it.
+KillWait=20
 MinJobAge=300
 InactiveLimit=0
 StateSaveLocation={d / 'state'}
@@ -371,3 +373,18 @@ def require_tools():
     """Raise with the fix when Slurm or munge is not installed (scripts/deps.sh installs them)."""
     if MISSING:
         raise ClusterError(f"missing {', '.join(MISSING)}: run scripts/deps.sh (slurm-wlm, munge)")
+
+
+@contextlib.contextmanager
+def exported(cluster):
+    """SLURM_CONF in this process's environment, for what runs Slurm's commands with it (the
+    cellvm-slurm provisioner passes the kernel's environment to sbatch); restored after."""
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        yield cluster
+    finally:
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old

@@ -91,3 +91,27 @@ def test_local_backend_run_by_a_careless_launcher(careless_local):
     r = s.run("import os; os._exit(3)")
     assert r.content["ename"] == "KernelDied" and "status 3" in r.content["evalue"], r.content
     assert s.value("6 * 7") == "42"
+
+
+@pytest.mark.slow
+def test_qemu_outlives_a_signal_to_the_whole_process_tree():
+    """Slurm's proctrack at a requeue, systemd stopping a control group and a hang-up signal
+    every process of the tree, QEMU too, and QEMU quits on SIGTERM, SIGINT and SIGHUP. The
+    gateway answers for the session (a named one is suspended first, which needs its QEMU),
+    so QEMU holds those three blocked: the VM, and its variables, are still there."""
+    from sessions import open_session
+    s = open_session("cellvm")
+    try:
+        assert s.output("x = 5; print(x)").strip() == "5"
+        qemu = s.qemu_pid()
+        status = dict(line.split(":\t", 1) for line in open(f"/proc/{qemu}/status")
+                      .read().splitlines() if ":\t" in line)
+        blocked = int(status["SigBlk"], 16)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            assert blocked >> (sig - 1) & 1, (sig, status["SigBlk"])
+            os.kill(qemu, sig)
+        time.sleep(2)
+        assert os.path.exists(f"/proc/{qemu}"), "QEMU quit on a signal meant for the tree"
+        assert s.output("print(x + 1)").strip() == "6"
+    finally:
+        s.close()

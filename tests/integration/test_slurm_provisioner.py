@@ -25,7 +25,7 @@ from jupyter_client.provisioning.factory import KernelProvisionerFactory  # noqa
 
 import cellvm_slurm  # noqa: E402
 import standin_launcher  # noqa: E402
-from slurm_cluster import SlurmCluster  # noqa: E402
+from slurm_cluster import SlurmCluster, exported  # noqa: E402
 
 STANDIN = ROOT / "tests" / "cluster" / "standin_launcher.py"
 INFO = {"shell_port": 5001, "iopub_port": 5002, "stdin_port": 5003, "hb_port": 5004,
@@ -96,16 +96,8 @@ def test_kernelspec_names_the_provisioner(tmp_path):
 
 @pytest.fixture(scope="module")
 def cluster():
-    with SlurmCluster() as c:
-        old = os.environ.get("SLURM_CONF")
-        os.environ["SLURM_CONF"] = str(c.conf)
-        try:
-            yield c
-        finally:
-            if old is None:
-                os.environ.pop("SLURM_CONF", None)
-            else:
-                os.environ["SLURM_CONF"] = old
+    with SlurmCluster() as c, exported(c):
+        yield c
 
 
 def _kernel(cluster, tmp_path, env=None, timeout=30, argv=None):
