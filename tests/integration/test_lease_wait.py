@@ -41,7 +41,7 @@ def test_a_live_holder_outlasts_the_wait(tmp_path, hosts):  # noqa: F811
 
 def test_a_dead_holder_s_lease_expires_during_the_wait(tmp_path, hosts):  # noqa: F811
     store = tmp_path / "store"
-    a = on(hosts, "hosta", "wait-dead-a", named(store, "conv-w2", "--lease-ttl", 4))
+    a = on(hosts, "hosta", "wait-dead-a", named(store, "conv-w2", "--lease-ttl", 10))
     try:
         assert a.output("x = 1; print(x)").strip() == "1"
         gw, qemu = a.gateway_pid, a.qemu_pid()
@@ -57,7 +57,8 @@ def test_a_dead_holder_s_lease_expires_during_the_wait(tmp_path, hosts):  # noqa
         text = b.log_text()
         assert "event=session.lease_wait" in text, text[-2000:]
         assert "event=session.lease_taken name=conv-w2 epoch=2" in text, text[-2000:]
-        # Taken no sooner than the holder's expiry plus the skew others allow (5 s).
+        # Taken no sooner than the holder's expiry plus the skew others allow (5 s): a ttl of
+    # 10 s leaves the lease live while this launch starts, so it must wait.
         assert time.time() >= lease["expires"] + 5
         # Nothing was saved: a fresh session.
         assert b.output("print('x' in dir())", timeout=READY_TIMEOUT).strip() == "False"
