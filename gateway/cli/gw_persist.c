@@ -488,8 +488,9 @@ s_store_kept (gw_persist_t *self, const char *dir)
     int rc = gw_wsstore_save (self->store, self->session_name, dir, &self->cfg, err,
                               sizeof err);
     if (rc == 0)
-        gw_log (GW_LOG_INFO, "session.workspace_kept", "name=%s store=%s ms=%lld reason=\"restart "
-                "requested: the next launch of the name, on any host, gets it\"",
+        gw_log (GW_LOG_INFO, "session.workspace_kept", "name=%s rc=0 store=%s ms=%lld "
+                "reason=\"restart requested: the next launch of the name, on any host, gets "
+                "it\"",
                 self->session_name, self->store, (long long) (ch_clock_mono_ms () - t0));
     else
         gw_log (GW_LOG_ERROR, "session.workspace_store_failed", "name=%s rc=%d reason=\"%s\" "
