@@ -261,6 +261,16 @@ def restart_request(s):
     assert wait_gone([qemu], TIMEOUT)
 
 
+def with_setup(hosts, label, store, session_name):
+    """A session of the name on hosta that has run RESTART_SETUP (a variable and a file)."""
+    s = on(hosts, "hosta", label, named(store, session_name))
+    r = s.run(RESTART_SETUP)
+    if r.status != "ok":
+        s.close()
+        raise AssertionError(r.describe())
+    return s
+
+
 def fresh_interpreter(s, name):
     r = s.run(name, timeout=READY_TIMEOUT)
     assert r.status == "error" and r.content["ename"] == "NameError", r.describe()
@@ -274,9 +284,8 @@ def leftovers_of(store, session_name):
 @pytest.mark.slow
 def test_a_restart_keeps_workspace_in_the_store_for_a_launch_on_another_host(tmp_path, hosts):
     store = tmp_path / "store"
-    a = on(hosts, "hosta", "restart-a", named(store, "conv-6"))
+    a = with_setup(hosts, "restart-a", store, "conv-6")
     try:
-        assert a.run(RESTART_SETUP).status == "ok"
         restart_request(a)
         log = a.log_text()
         assert "event=session.workspace_kept name=conv-6 rc=0" in log, log[-3000:]
@@ -317,9 +326,8 @@ def test_a_restart_keeps_workspace_in_the_store_for_a_launch_on_another_host(tmp
 @pytest.mark.slow
 def test_a_restart_whose_store_write_fails_keeps_workspace_on_its_host(tmp_path, hosts):
     store = tmp_path / "store"
-    a = on(hosts, "hosta", "restart-fail", named(store, "conv-7"))
+    a = with_setup(hosts, "restart-fail", store, "conv-7")
     try:
-        assert a.run(RESTART_SETUP).status == "ok"
         # An older entry of the name that a reader holds open: the restart cannot replace it.
         (store / "workspace-conv-7").mkdir()
         fd = os.open(store / "workspace-conv-7", os.O_RDONLY | os.O_DIRECTORY)

@@ -53,8 +53,7 @@ static bool
 s_has (const char *dir, const char *name)
 {
     char path [PATH_MAX];
-    snprintf (path, sizeof path, "%s/%s", dir, name);
-    return access (path, F_OK) == 0;
+    return access (tu_path (path, sizeof path, dir, name), F_OK) == 0;
 }
 
 //  A one-layer chain in f->chain (made fresh), as a restart's keep leaves it.
