@@ -9,6 +9,7 @@
 #include "snap/gw_vmsave.h"
 #include "snap/gw_lease.h"
 #include "snap/gw_ckpt.h"
+#include "snap/gw_wsstore.h"
 #include "vm/gw_qemuver.h"
 #include "ch_clock.h"
 
@@ -38,6 +39,10 @@ struct _gw_persist_t {
     char session_name [GW_LEASE_NAME_MAX + 1];
     char ckpt [GW_SNAP_NAME_MAX + 1];           //  resumed from this checkpoint, "" not
     const char *end_kind;                       //  gw_session_end_kind, NULL: not ended
+    bool restarted;                             //  ended by a client's restart
+    bool ws_taken;                              //  adopt is the store's kept /workspace,
+                                                //  not yet consumed
+    gw_vm_config_t cfg;                         //  qemu-img, jail, disk size: a restart's save
     gw_status_t *status;
     const char *state;                          //  as last written
 };
@@ -111,6 +116,11 @@ s_check_from (gw_persist_t *self, gw_args_t *args, char *err, size_t errlen)
         json_object_set_new (want, "qemu_version", json_string (qemu));
     if (!ref)
         rc = rc < 0 ? rc : -EIO;
+    else if (gw_wsstore_is_kept (gw_snapref_meta (ref))) {
+        snprintf (err, errlen, "snapshot \"%s\" holds only the /workspace a restart kept: the "
+                  "next launch of its session (--session-name) takes it", self->from);
+        rc = -EINVAL;
+    }
     else if (gw_snapref_mismatch (ref, want, why, sizeof why)) {
         snprintf (err, errlen, "%s", why);
         rc = -EPROTO;
@@ -190,6 +200,76 @@ s_take_lease (gw_persist_t *self, const char *name, const char *host, double ttl
     }
 }
 
+//  Remove the store's entry name, which a newer state of the session
+//  supersedes (logged either way).
+static void
+s_supersede (gw_persist_t *self, const char *name, const char *by)
+{
+    char err [600] = "";
+    int rc = 0;
+    if (strncmp (name, "ckpt-", 5) == 0)
+        gw_ckpt_prune (self->store, self->session_name, NULL);
+    else if (strncmp (name, GW_WSSTORE_PREFIX, strlen (GW_WSSTORE_PREFIX)) == 0)
+        rc = gw_wsstore_remove (self->store, self->session_name, err, sizeof err);
+    else {
+        gw_snapstore_t *store = gw_snapstore_new (self->store, err, sizeof err);
+        rc = store ? gw_snapstore_remove (store, name, 2000, err, sizeof err) : -EACCES;
+        gw_snapstore_destroy (&store);
+    }
+    gw_log (rc < 0 ? GW_LOG_WARN : GW_LOG_INFO, "session.superseded", "name=%s by=%s rc=%d "
+            "reason=\"%s\"", name, by, rc, rc < 0 ? err : "older: the newer one is the session");
+}
+
+//  A restart's /workspace kept in the store (gw_wsstore), when it is newer
+//  than *found_p (the suspend or checkpoint the launch would resume, or
+//  NULL): taken into a stage dir of ours for the backend to adopt, a fresh
+//  interpreter over it as a restart gives. The older of the two goes. 0, or
+//  -errno with err (it cannot be taken: the entry stays for a next try).
+static int
+s_take_kept (gw_persist_t *self, const char **found_p, char *err, size_t errlen)
+{
+    char name [GW_SNAP_NAME_MAX + 1], dir [PATH_MAX];
+    double kept = gw_wsstore_name (self->session_name, name, sizeof name) == 0
+                ? gw_wsstore_created (self->store, name) : -1;
+    double other = *found_p ? gw_wsstore_created (self->store, *found_p) : -1;
+    if (kept < 0)
+        return 0;
+    if (!gw_wsstore_newer (kept, other)) {
+        s_supersede (self, name, *found_p);
+        return 0;
+    }
+    int rc = gw_keep_stage (self->base, self->identity, dir, sizeof dir, err, errlen);
+    if (rc == 0 && (rc = gw_wsstore_take (self->store, self->session_name,
+                                          self->cfg.disk_bytes, dir, err, errlen)) < 0)
+        gw_fs_remove_tree (dir);
+    if (rc < 0)
+        return rc;
+    snprintf (self->adopt, sizeof self->adopt, "%s", dir);
+    self->ws_taken = true;
+    gw_log (GW_LOG_INFO, "session.adopting", "dir=%s from=%s reason=\"a restart kept "
+            "/workspace in the store\"", dir, name);
+    if (*found_p)
+        s_supersede (self, *found_p, name);
+    self->resume = false;
+    self->ckpt [0] = '\0';
+    *found_p = NULL;
+    return 0;
+}
+
+//  What a launch of the name starts from: its suspend (newer than any
+//  checkpoint), else its newest checkpoint (what a dead host left), else a
+//  restart's kept /workspace when that is newer still. 0 or -errno + err.
+static int
+s_found (gw_persist_t *self, const char **found_p, char *err, size_t errlen)
+{
+    self->resume = s_in_store (self, self->pause_name);
+    if (!self->resume && gw_ckpt_newest (self->store, self->session_name, self->ckpt,
+                                         sizeof self->ckpt) < 0)
+        self->ckpt [0] = '\0';
+    *found_p = self->resume ? self->pause_name : self->ckpt [0] ? self->ckpt : NULL;
+    return s_take_kept (self, found_p, err, errlen);
+}
+
 //  A named session: hold its lease before anything of it is touched, and
 //  resume it when the store has it (a suspend's, or an idle pause's, save).
 static int
@@ -219,18 +299,17 @@ s_named (gw_persist_t *self, const gw_args_t *args, const char **from_p, char *e
         return rc;
     snprintf (self->session_name, sizeof self->session_name, "%s", name);
     snprintf (self->pause_name, sizeof self->pause_name, "session-%s", name);
-    //  A suspend is newer than any checkpoint; a checkpoint is what a dead host left.
-    self->resume = s_in_store (self, self->pause_name);
-    if (!self->resume && gw_ckpt_newest (self->store, name, self->ckpt, sizeof self->ckpt) < 0)
-        self->ckpt [0] = '\0';
-    const char *found = self->resume ? self->pause_name : self->ckpt [0] ? self->ckpt : NULL;
+    const char *found = NULL;
+    if ((rc = s_found (self, &found, err, errlen)) < 0)
+        return rc;
     if (found && *from_p && (*from_p) [0])
         gw_log (GW_LOG_INFO, "session.resume_over_snapshot", "snapshot=%.80s reason=\"the "
                 "store holds this session: it resumes from %s\"", *from_p, found);
     if (found)
         *from_p = found;
     gw_log (GW_LOG_INFO, "session.lease_taken", "name=%s epoch=%d ttl_s=%g from=%s", name,
-            gw_lease_epoch (self->lease), ttl, found ? found : "-");
+            gw_lease_epoch (self->lease), ttl, found ? found : self->ws_taken
+            ? "kept-workspace" : "-");
     return 0;
 }
 
@@ -287,16 +366,20 @@ gw_persist_new (gw_args_t *args, const gw_persist_conn_t *facts, const char *con
     snprintf (self->identity, sizeof self->identity, "%s", facts->identity);
     snprintf (self->kernel_name, sizeof self->kernel_name, "%s", facts->kernel_name);
     snprintf (self->pause_name, sizeof self->pause_name, "paused-%s", self->identity);
+    gw_args_vm_config (args, &self->cfg);
     if (s_paths (self, args, err, errlen) < 0 || s_named (self, args, &from, err, errlen) < 0)
         goto fail;
-    s_claim (self);                             //  a restart's /workspace wins over a snapshot
+    if (!self->adopt [0])
+        s_claim (self);                         //  a restart's /workspace wins over a snapshot
     if (s_from (self, args, from, err, errlen) < 0)
         goto fail;
     s_status (self, backend, conn_file);
     return self;
 fail:;
     char ignored [200];
-    if (self->adopt [0])                        //  not adopted: leave it for a next try
+    if (self->ws_taken)                         //  the store keeps it for a next try
+        gw_fs_remove_tree (self->adopt);
+    else if (self->adopt [0])                   //  not adopted: leave it for a next try
         gw_keep_commit (self->base, self->identity, self->adopt, ignored, sizeof ignored);
     gw_lease_destroy (&self->lease);
     free (self);
@@ -316,6 +399,13 @@ s_end_named (gw_persist_t *self)
                 "failed: the next launch resumes the newest checkpoint\"", self->session_name);
     else
         gw_ckpt_prune (self->store, self->session_name, NULL);
+    char err [600] = "";
+    //  An end discards all of it; a restart's /workspace is there for the next launch.
+    int rc = strcmp (self->end_kind, "ended") == 0 && !self->restarted
+           ? gw_wsstore_remove (self->store, self->session_name, err, sizeof err) : -ENOENT;
+    if (rc < 0 && rc != -ENOENT)
+        gw_log (GW_LOG_WARN, "session.workspace_left", "name=%s reason=\"%s\"",
+                self->session_name, err);
 }
 
 void
@@ -370,10 +460,27 @@ gw_persist_session_opts (const gw_persist_t *self, const gw_args_t *args,
     }
 }
 
+//  The store's kept /workspace, once the VM runs over it, is consumed: a
+//  launch that dies before that leaves it for the next.
+static void
+s_consume (gw_persist_t *self, gw_session_t *session)
+{
+    const char *state = gw_session_state_name (session);
+    if (!self->ws_taken || self->lease_lost || !strcmp (state, "starting")
+    ||  !strcmp (state, "stopping"))
+        return;
+    self->ws_taken = false;
+    char err [600] = "";
+    int rc = gw_wsstore_remove (self->store, self->session_name, err, sizeof err);
+    gw_log (rc < 0 ? GW_LOG_WARN : GW_LOG_INFO, "session.workspace_consumed", "name=%s rc=%d "
+            "reason=\"%s\"", self->session_name, rc, rc < 0 ? err : "the VM runs over it");
+}
+
 void
 gw_persist_tick (gw_persist_t *self, gw_session_t *session)
 {
     s_renew (self, session);
+    s_consume (self, session);
     if (!self->status)
         return;
     const char *state = gw_session_state_name (session);
@@ -391,16 +498,46 @@ gw_persist_tick (gw_persist_t *self, gw_session_t *session)
     gw_status_flush (self->status, false);
 }
 
+//  A named session's restart keeps /workspace in the store, for the next
+//  launch of the name on any host, while the lease still holds it. True
+//  when kept there; false leaves it to this host's kept/, and says so.
+static bool
+s_store_kept (gw_persist_t *self, const char *dir)
+{
+    if (!self->lease || self->lease_lost)
+        return false;
+    char err [600] = "";
+    int64_t t0 = ch_clock_mono_ms ();
+    int rc = gw_wsstore_save (self->store, self->session_name, dir, &self->cfg, err,
+                              sizeof err);
+    if (rc == 0)
+        gw_log (GW_LOG_INFO, "session.workspace_kept", "name=%s rc=0 store=%s ms=%lld "
+                "reason=\"restart requested: the next launch of the name, on any host, gets "
+                "it\"",
+                self->session_name, self->store, (long long) (ch_clock_mono_ms () - t0));
+    else
+        gw_log (GW_LOG_ERROR, "session.workspace_store_failed", "name=%s rc=%d reason=\"%s\" "
+                "action=\"kept on this host only: a launch elsewhere starts with an empty "
+                "/workspace\"", self->session_name, rc, err);
+    self->ws_taken = false;                     //  replaced, or it was never consumed
+    return rc == 0;
+}
+
 void
 gw_persist_end (gw_persist_t *self, gw_session_t *session)
 {
     char dir [PATH_MAX], err [600] = "";
     self->end_kind = gw_session_end_kind (session);
-    if (!gw_session_restart_requested (session))
+    self->restarted = gw_session_restart_requested (session);
+    if (!self->restarted)
         return;
     int rc = gw_keep_stage (self->base, self->identity, dir, sizeof dir, err, sizeof err);
     if (rc == 0 && (rc = gw_session_keep_workspace (session, dir, err, sizeof err)) < 0)
         gw_fs_remove_tree (dir);
+    else if (rc == 0 && s_store_kept (self, dir)) {
+        gw_fs_remove_tree (dir);
+        return;
+    }
     else if (rc == 0)
         rc = gw_keep_commit (self->base, self->identity, dir, err, sizeof err);
     gw_log (rc < 0 ? GW_LOG_ERROR : GW_LOG_INFO, "session.workspace_kept", "identity=%s rc=%d "

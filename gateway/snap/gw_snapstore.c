@@ -25,6 +25,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -382,6 +383,19 @@ gw_snapstore_publish (gw_snapstore_t *self, const char *staging, const char *nam
 }
 
 void
+gw_snapstore_explain_space (const char *staging, char *err, size_t errlen)
+{
+    struct statvfs fs;
+    if (statvfs (staging, &fs) < 0 || (uint64_t) fs.f_bavail * fs.f_frsize >= (64u << 20))
+        return;
+    char why [600];
+    snprintf (why, sizeof why, "%s", err);
+    snprintf (err, errlen, "the snapshot store has no space left (%llu MiB free; a snapshot "
+              "needs about the guest's used RAM plus its /workspace): %s",
+              (unsigned long long) ((uint64_t) fs.f_bavail * fs.f_frsize >> 20), why);
+}
+
+void
 gw_snapstore_abort (gw_snapstore_t *self, const char *staging)
 {
     assert (self);
@@ -498,7 +512,10 @@ s_check (int dfd, const char *name, json_t **meta_p, char *err, size_t errlen)
     if (!named || strcmp (named, name))
         return s_fail (err, errlen, -EBADMSG, "snapshot \"%s\" is corrupt: its meta.json names "
                        "\"%.64s\"", name, named ? named : "no snapshot");
-    int rc = s_check_file (dfd, name, meta, GW_SNAP_STATE, "state_bytes", err, errlen);
+    //  A restart's kept /workspace (gw_wsstore) has a disk and no VM state.
+    const char *kind = json_string_value (json_object_get (meta, "kind"));
+    int rc = kind && strcmp (kind, GW_SNAP_KIND_WORKSPACE) == 0 ? 0
+           : s_check_file (dfd, name, meta, GW_SNAP_STATE, "state_bytes", err, errlen);
     if (rc == 0)
         rc = s_check_file (dfd, name, meta, GW_SNAP_DISK, "disk_file_bytes", err, errlen);
     int fd = rc == 0 ? openat (dfd, GW_SNAP_DISK, S_FILE_FLAGS) : -1;

@@ -34,6 +34,9 @@
 #define GW_SNAP_META "meta.json"
 #define GW_SNAP_STATE "state"
 #define GW_SNAP_DISK "workspace.qcow2"
+//  meta.json "kind" of an entry holding only a /workspace disk, no VM
+//  state (gw_wsstore): opened without a state file, never resumed.
+#define GW_SNAP_KIND_WORKSPACE "workspace"
 
 typedef struct _gw_snapstore_t gw_snapstore_t;
 
@@ -73,6 +76,9 @@ int gw_snapstore_stage (gw_snapstore_t *self, const char *name, char *out, size_
 //  -EFBIG etc. with the reason in err ("... nothing was kept").
 int gw_snapstore_publish (gw_snapstore_t *self, const char *staging, const char *name,
                           json_t *meta, char *err, size_t errlen);
+//  A write into staging that failed (err) on a nearly full store: err
+//  rewritten to say so first, with the space left. Else err is left.
+void gw_snapstore_explain_space (const char *staging, char *err, size_t errlen);
 //  Remove a staging directory (a failed write). NULL and "" do nothing; a
 //  path that is not a staging directory of this store is left (logged).
 void gw_snapstore_abort (gw_snapstore_t *self, const char *staging);
@@ -82,8 +88,9 @@ void gw_snapstore_abort (gw_snapstore_t *self, const char *staging);
 
 //  Open snapshot name for a resume, holding LOCK_SH until the ref is
 //  destroyed. Checks: the name is valid; the directory exists; meta.json
-//  parses, has this format and this name; the state and disk files exist
-//  with the sizes meta.json records; the disk starts with the qcow2 magic.
+//  parses, has this format and this name; the state (unless its "kind" is
+//  GW_SNAP_KIND_WORKSPACE) and disk files exist with the sizes meta.json
+//  records; the disk starts with the qcow2 magic.
 //  Errors (one line in err, naming the snapshot and what is wrong):
 //  -EINVAL bad name, -ENOENT unknown name (or removed while we waited),
 //  -EBUSY being removed (still locked after ~2 s), -EBADMSG corrupt or

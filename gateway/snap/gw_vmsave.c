@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -195,20 +194,6 @@ s_meta (const gw_vmsave_req_t *req, const char *staging, const char *qemu_versio
     return meta;
 }
 
-//  A save that failed on a nearly full store: say so first.
-static void
-s_explain_space (const char *staging, char *err, size_t errlen)
-{
-    struct statvfs fs;
-    if (statvfs (staging, &fs) < 0 || (uint64_t) fs.f_bavail * fs.f_frsize >= (64u << 20))
-        return;
-    char why [600];
-    snprintf (why, sizeof why, "%s", err);
-    snprintf (err, errlen, "the snapshot store has no space left (%llu MiB free; a snapshot "
-              "needs about the guest's used RAM plus its /workspace): %s",
-              (unsigned long long) ((uint64_t) fs.f_bavail * fs.f_frsize >> 20), why);
-}
-
 int
 gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave_req_t *req,
                     gw_vmsave_out_t *out, char *err, size_t errlen)
@@ -246,7 +231,7 @@ gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave_req
     return rc;
 fail:
     gw_qmp_destroy (&qmp);
-    s_explain_space (staging, err, errlen);
+    gw_snapstore_explain_space (staging, err, errlen);
     gw_snapstore_abort (store, staging);
     return rc;
 }

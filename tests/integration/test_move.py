@@ -15,11 +15,16 @@ address; the client stays in the root namespace, as a front would.
 - a host that dies (every process of its namespace killed) leaves its lease, which refuses a
   launch until it expires; then the session comes back on another host from its last
   checkpoint (--checkpoint-every);
-- an end (a client's shutdown) discards the session: the next launch of the name is fresh.
+- an end (a client's shutdown) discards the session: the next launch of the name is fresh;
+- a client's restart (shutdown_request with restart: true) keeps /workspace in the store
+  (workspace-<name>): the next launch of the name on another host has its files under a fresh
+  interpreter and consumes it, and an end after that leaves nothing of the name; a restart
+  whose store write fails says why and keeps /workspace on its host for the relaunch there.
 
 Every gateway is a sessions.Session, closed (killed by pid) at the end of its test; stores are
 under pytest's tmp dir.
 """
+import fcntl
 import glob
 import json
 import os
@@ -31,7 +36,8 @@ from pathlib import Path
 
 import pytest
 
-from sessions import READY_TIMEOUT, TIMEOUT, open_session, snapshot_list, wait_gone
+from sessions import (READY_TIMEOUT, TIMEOUT, identity_of, open_session, run_base,
+                      snapshot_list, wait_gone)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 from hosts import Hosts  # noqa: E402
@@ -237,3 +243,114 @@ def test_a_named_session_needs_the_microvm_backend(tmp_path):
     text = refused(lambda wait: open_session("cellvm-unsafe-local", "named-local",
                                              named(tmp_path / "store", "conv-5"), wait))
     assert "a named session needs the microvm backend" in text
+
+
+RESTART_SETUP = ("y = 'only in RAM'\n"
+                 "open('/workspace/restart.txt', 'w').write('kept across the restart')\n")
+READ_KEPT = "print(open('/workspace/restart.txt').read())"
+
+
+def restart_request(s):
+    """The client's restart as jupyter_client and Enterprise Gateway send it: shutdown_request
+    with restart: true on control. The gateway keeps /workspace and exits 0; the VM is gone."""
+    qemu = s.qemu_pid()
+    rep = s.control("shutdown_request", {"restart": True})
+    assert rep["content"]["status"] == "ok" and rep["content"]["restart"] is True, rep
+    rc = wait_exit(s, SUSPEND_TIMEOUT)
+    assert rc == 0, f"exit {rc}:\n{s.log_text()[-3000:]}"
+    assert wait_gone([qemu], TIMEOUT)
+
+
+def with_setup(hosts, label, store, session_name):
+    """A session of the name on hosta that has run RESTART_SETUP (a variable and a file)."""
+    s = on(hosts, "hosta", label, named(store, session_name))
+    r = s.run(RESTART_SETUP)
+    if r.status != "ok":
+        s.close()
+        raise AssertionError(r.describe())
+    return s
+
+
+def fresh_interpreter(s, name):
+    r = s.run(name, timeout=READY_TIMEOUT)
+    assert r.status == "error" and r.content["ename"] == "NameError", r.describe()
+
+
+def leftovers_of(store, session_name):
+    """What the store holds of the name: entries, and staging or trash dirs of a write."""
+    return sorted(p.name for p in store.iterdir() if session_name in p.name)
+
+
+@pytest.mark.slow
+def test_a_restart_keeps_workspace_in_the_store_for_a_launch_on_another_host(tmp_path, hosts):
+    store = tmp_path / "store"
+    a = with_setup(hosts, "restart-a", store, "conv-6")
+    try:
+        restart_request(a)
+        log = a.log_text()
+        assert "event=session.workspace_kept name=conv-6 rc=0" in log, log[-3000:]
+        assert not (run_base() / "kept" / identity_of(a)).exists(), "kept on the host too"
+    finally:
+        a.close()
+    assert leftovers_of(store, "conv-6") == ["workspace-conv-6"], leftovers_of(store, "conv-6")
+    meta = snapshot_list(store)["workspace-conv-6"]["meta"]
+    assert (meta["kind"], meta["reason"], meta["session"]) == ("workspace", "restart", "conv-6")
+    assert [v["released"] for v in lease_files(store, "conv-6").values()] == [True]
+    b = on(hosts, "hostb", "restart-b", named(store, "conv-6", "--checkpoint-every", 1))
+    try:
+        assert b.output(READ_KEPT, timeout=READY_TIMEOUT).strip() == "kept across the restart"
+        fresh_interpreter(b, "y")
+        assert "from=workspace-conv-6" in b.log_text(), b.log_text()[-3000:]
+        deadline = time.monotonic() + TIMEOUT
+        while "workspace-conv-6" in snapshot_list(store):
+            assert time.monotonic() < deadline, "the launch did not consume the kept workspace"
+            time.sleep(0.2)
+        held = lease_files(store, "conv-6")
+        assert [(v["epoch"], v["host"]) for v in held.values()] == [(2, "hostb")], held
+        assert b.output("z = 1; print(z)").strip() == "1"
+        wait_log(b, "event=session.checkpoint ", 1)
+        b.km.shutdown_kernel(now=False)             # an end
+        assert "event=session.suspended" not in b.log_text()
+    finally:
+        b.close()
+    assert leftovers_of(store, "conv-6") == [], leftovers_of(store, "conv-6")
+    c = on(hosts, "hosta", "restart-c", named(store, "conv-6"))
+    try:
+        r = c.run("import os; print(os.path.exists('/workspace/restart.txt'))",
+                  timeout=READY_TIMEOUT)
+        assert r.status == "ok" and r.stdout.strip() == "False", r.describe()
+    finally:
+        c.close()
+
+
+@pytest.mark.slow
+def test_a_restart_whose_store_write_fails_keeps_workspace_on_its_host(tmp_path, hosts):
+    store = tmp_path / "store"
+    a = with_setup(hosts, "restart-fail", store, "conv-7")
+    try:
+        # An older entry of the name that a reader holds open: the restart cannot replace it.
+        (store / "workspace-conv-7").mkdir()
+        fd = os.open(store / "workspace-conv-7", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            restart_request(a)
+        finally:
+            os.close(fd)
+        log = a.log_text()
+        failed = [ln for ln in log.splitlines() if "event=session.workspace_store_failed" in ln]
+        assert failed and "workspace-conv-7" in failed[-1] and "is in use" in failed[-1] \
+            and "kept on this host only" in failed[-1], log[-3000:]
+        assert (run_base() / "kept" / identity_of(a)).is_dir(), log[-3000:]
+        (store / "workspace-conv-7").rmdir()
+        # The relaunch with the same connection file on the same host adopts it. jupyter_client
+        # launches only on local addresses: the gateway binds every address of its host, as at
+        # its first start (sessions.Session), and the client keeps the host's.
+        a.km.ip = "0.0.0.0"
+        a.km.restart_kernel(now=False)
+        a.km.ip = hosts.addr["hosta"]
+        a.kc.wait_for_ready(timeout=READY_TIMEOUT)
+        a.track()
+        assert a.output(READ_KEPT, timeout=READY_TIMEOUT).strip() == "kept across the restart"
+        fresh_interpreter(a, "y")
+    finally:
+        a.close()
