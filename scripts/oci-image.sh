@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # oci-image.sh - build the OCI image of cellvm's node side (docs/cluster.md, "The node image").
 #
-#   bash scripts/oci-image.sh [BUILD_DIR]        (make oci-image)
+#   bash scripts/oci-image.sh [BUILD_DIR [GUEST_IMAGE_DIR]]     (make oci-image)
 #
 # Offline, from the build tree and this host's own files: no registry, no network, no base
 # image. buildah starts from scratch and copies in cellvm-remote, cellvm-gateway, cellvm-launch
@@ -23,6 +23,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 B=$(cd "${1:-$ROOT/build}" && pwd)
+GI=$(cd "${2:-$B/image}" && pwd)
 NAME=${CELLVM_OCI_NAME:-localhost/cellvm-node}
 STAGE=${NAME}-stage
 USER_ID=${CELLVM_OCI_UID:-1000}
@@ -46,8 +47,12 @@ for t in buildah podman; do
   command -v $t >/dev/null || die "$t is missing (scripts/deps.sh installs it)"
 done
 for p in "${PROGRAMS[@]}"; do [ -f "$B/$p" ] || die "$B/$p is missing: run make"; done
-for g in "${GUEST[@]}"; do [ -f "$B/image/$g" ] || die "$B/image/$g is missing: run make image"; done
+for g in "${GUEST[@]}"; do [ -f "$GI/$g" ] || die "$GI/$g is missing: run make image"; done
 for f in "$QEMU_BIN" "$QEMU_IMG" "$TCG_MODULE"; do [ -f "$f" ] || die "$f is missing"; done
+
+# One build at a time (two test workers, make and a test): the second finds the first's work.
+exec 9>"${TMPDIR:-/tmp}/cellvm-oci-image.lock"
+flock 9
 
 # The ELF files' shared-library closure, as ldd resolves it on this host (the loader included).
 libs_of() {
@@ -143,7 +148,7 @@ fill_guest() {
   install -d "$dst"
   # --sparse: rootfs.ext4 is mostly holes in the build tree; -p keeps the mtimes the snapshot
   # template's key is made of.
-  for g in "${GUEST[@]}"; do cp --sparse=always -p -L "$B/image/$g" "$dst/$g"; done
+  for g in "${GUEST[@]}"; do cp --sparse=always -p -L "$GI/$g" "$dst/$g"; done
   chmod 0444 "$dst/rootfs.ext4"
 }
 
@@ -157,7 +162,7 @@ fill_programs() {
 
 K1=$(key_of "" "${SYSTEM_ELF[@]}" "${SYSTEM_LIBS[@]}" "${PROGRAM_LIBS[@]}" \
              "${QEMU_DATA[@]/#/$QEMU_PREFIX/share/qemu/}" /etc/ssl/openssl.cnf /etc/protocols)
-K2=$(key_of "$K1" "${GUEST[@]/#/$B/image/}")
+K2=$(key_of "$K1" "${GUEST[@]/#/$GI/}")
 K3=$(key_of "$K2" "${PROGRAMS[@]/#/$B/}")
 
 REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -176,10 +181,12 @@ layer system scratch "$K1"
 layer guest "$STAGE:$K1" "$K2"
 layer programs "$STAGE:$K2" "$K3"
 
-# The final image: the programs layer with its configuration (no layer of its own).
+# The final image: the programs layer with its configuration (no layer of its own). The user is
+# the bare uid: podman then adds the groups /etc/group gives it (kvm), which it skips for uid:gid;
+# the gid is passwd's.
 CTR=$(buildah from --pull-never "$STAGE:$K3")
 buildah config \
-  --user "$USER_ID:$GROUP_ID" --workingdir /home/cellvm \
+  --user "$USER_ID" --workingdir /home/cellvm \
   --env PATH=/usr/local/bin:/usr/bin --env HOME=/home/cellvm --env TMPDIR=/tmp \
   --env CELLVM_SNAPSHOT_DIR=/store \
   --entrypoint '["/usr/local/bin/cellvm-remote"]' \
