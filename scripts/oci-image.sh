@@ -63,11 +63,15 @@ SYSTEM_ELF=("$QEMU_BIN" "$QEMU_IMG" "$TCG_MODULE")
 SYSTEM_LIBS=($(libs_of "${SYSTEM_ELF[@]}"))
 PROGRAM_LIBS=($(libs_of "${PROGRAMS[@]/#/$B/}"))
 
-# A layer's key: the previous layer's key, this script, and each input's path, size and mtime.
+# A layer's key: the previous layer's key, this script, and each input: its path and size, and
+# its content when small (make image rewrites image.json each time), else its mtime.
 key_of() {
-  local prev=$1; shift
-  { echo "$prev"; sha256sum "${BASH_SOURCE[0]}"; echo "$USER_ID $GROUP_ID $KVM_GID";
-    stat -L -c '%n %s %Y' "$@"; } | sha256sum | cut -c1-24
+  local prev=$1 f; shift
+  { echo "$prev"; sha256sum < "${BASH_SOURCE[0]}"; echo "$USER_ID $GROUP_ID $KVM_GID";
+    for f in "$@"; do
+      if [ "$(stat -L -c %s "$f")" -lt 1048576 ]; then echo "$f $(sha256sum < "$f")"
+      else stat -L -c '%n %s %Y' "$f"; fi
+    done; } | sha256sum | cut -c1-24
 }
 have() { podman image exists "$1"; }
 
