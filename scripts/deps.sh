@@ -30,6 +30,10 @@ PKGS=(
   # examples/kubernetes rendered offline (tests/integration/test_k8s_manifests.py): the kernel-pod
   # template rendered as EG's launcher does, the YAML parsed
   python3-jinja2 python3-yaml
+  # the node's OCI image (scripts/oci-image.sh, tests/integration/test_oci_image.py): built with
+  # buildah, run with podman; runc because crun refuses this host's hybrid cgroups (v1 with a
+  # controller on the v2 hierarchy)
+  podman buildah runc
 )
 # ... and `kubectl kustomize`: Debian's kubernetes-client, unless a kubectl is there already
 # (Google Cloud SDK's kubectl package owns /usr/bin/kubectl, and the two would collide).
