@@ -181,7 +181,8 @@ def test_the_kernel_pod_is_cellvm_remote_non_root_with_kvm_and_the_store():
     assert c["command"] == ["/usr/local/bin/cellvm-remote"]
     after = c["args"][c["args"].index("--") + 1:]
     assert after[:2] == ["--backend", "microvm"]
-    assert after[after.index("--snapshot-dir") + 1] == "/store"
+    # inside the volume: the gateway makes it 0700, its own (the volume's root is root's)
+    assert after[after.index("--snapshot-dir") + 1] == "/store/cellvm"
     assert after[after.index("--accel") + 1] == "auto"
     assert "--lease-ttl" not in after and "--checkpoint-every" not in after
     assert c["securityContext"]["allowPrivilegeEscalation"] is False

@@ -28,6 +28,7 @@ import fcntl
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -354,3 +355,37 @@ def test_a_restart_whose_store_write_fails_keeps_workspace_on_its_host(tmp_path,
         fresh_interpreter(a, "y")
     finally:
         a.close()
+
+
+@pytest.mark.slow
+def test_a_newer_suspend_wins_over_a_kept_workspace_and_an_end_discards_one(tmp_path, hosts):
+    """Both a suspend and a restart's kept /workspace in the store: the newer is the session
+    (here the suspend, with its variables) and the older goes. A kept /workspace still there
+    at an end goes with the rest."""
+    store, aside = tmp_path / "store", tmp_path / "aside"
+    a = with_setup(hosts, "both-a", store, "conv-8")
+    try:
+        restart_request(a)
+    finally:
+        a.close()
+    shutil.copytree(store / "workspace-conv-8", aside)         # an older kept /workspace
+    b = on(hosts, "hostb", "both-b", named(store, "conv-8"))
+    try:
+        assert b.output(READ_KEPT, timeout=READY_TIMEOUT).strip() == "kept across the restart"
+        assert b.output("y = 'in RAM'; print(y)").strip() == "in RAM"
+        suspend(b)
+    finally:
+        b.close()
+    assert "workspace-conv-8" not in snapshot_list(store)
+    shutil.copytree(aside, store / "workspace-conv-8")
+    c = on(hosts, "hosta", "both-c", named(store, "conv-8"))
+    try:
+        assert c.output("print(y)", timeout=READY_TIMEOUT).strip() == "in RAM"
+        log = c.log_text()
+        assert "event=session.superseded name=workspace-conv-8" in log, log[-3000:]
+        assert "workspace-conv-8" not in snapshot_list(store)
+        shutil.copytree(aside, store / "workspace-conv-8")     # one the session never took
+        c.km.shutdown_kernel(now=False)                         # an end
+    finally:
+        c.close()
+    assert leftovers_of(store, "conv-8") == [], leftovers_of(store, "conv-8")
