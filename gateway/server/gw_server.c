@@ -48,6 +48,8 @@ struct _gw_server_t {
     int64_t slow_ms;                            //  watchdog: log turns over this, 0: off
     int schedstat_fd;                           //  the reactor thread's, -1: not opened
     int64_t turn_wait0;                         //  its runqueue wait when the turn began
+    int64_t turn_run0;                          //  its time on a CPU then
+    bool turn_known;                            //  both were read
     gw_server_tick_fn *tick_fn;                 //  also on every tick, NULL: none
     void *tick_arg;
     gw_out_replay_t *replay;                    //  cells' output, cellvm_replay_request
@@ -60,11 +62,12 @@ struct _gw_server_t {
 //  longer is logged with its cause (docs/gateway.md). The tests set it to 50
 //  and fail on any such line.
 
-//  Nanoseconds this thread has spent waiting for a CPU (runnable but not
-//  running), from /proc/thread-self/schedstat; -1 when unknown. A turn that
-//  waited for a CPU on a busy host is the host's doing, not the reactor's.
-static int64_t
-s_runqueue_ns (gw_server_t *self)
+//  The reactor thread's time on a CPU and time runnable but waiting for one,
+//  in ns, from /proc/thread-self/schedstat; false when unknown. A turn that
+//  waited for a CPU on a busy host is the host's doing, not the reactor's;
+//  the rest of a turn is its own work (on a CPU) or time it was blocked.
+static bool
+s_schedstat (gw_server_t *self, int64_t *run_p, int64_t *wait_p)
 {
     if (self->schedstat_fd == -1) {
         self->schedstat_fd = open ("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
@@ -75,9 +78,13 @@ s_runqueue_ns (gw_server_t *self)
     ssize_t n = self->schedstat_fd >= 0 ? pread (self->schedstat_fd, buf, sizeof buf - 1, 0) : -1;
     unsigned long long run = 0, wait = 0;
     if (n <= 0)
-        return -1;
+        return false;
     buf [n] = 0;
-    return sscanf (buf, "%llu %llu", &run, &wait) == 2 ? (int64_t) wait : -1;
+    if (sscanf (buf, "%llu %llu", &run, &wait) != 2)
+        return false;
+    *run_p = (int64_t) run;
+    *wait_p = (int64_t) wait;
+    return true;
 }
 
 static int64_t
@@ -85,10 +92,13 @@ s_turn_begin (gw_server_t *self)
 {
     if (self->slow_ms <= 0)
         return 0;
-    self->turn_wait0 = s_runqueue_ns (self);
+    self->turn_known = s_schedstat (self, &self->turn_run0, &self->turn_wait0);
     return ch_clock_mono_ms ();
 }
 
+//  The line says where the time went: waiting for a CPU (not held against
+//  the turn), on a CPU (the reactor's own work), and the rest, blocked (in
+//  a system call, a page fault served from disk, a lock).
 static void
 s_turn_end (gw_server_t *self, int64_t t0, const char *cause, const char *detail)
 {
@@ -97,12 +107,16 @@ s_turn_end (gw_server_t *self, int64_t t0, const char *cause, const char *detail
     int64_t ms = ch_clock_mono_ms () - t0;
     if (ms <= self->slow_ms)
         return;
-    int64_t wait1 = s_runqueue_ns (self);
-    int64_t waited = self->turn_wait0 >= 0 && wait1 >= 0 ? (wait1 - self->turn_wait0) / 1000000
-                                                          : 0;
-    if (ms - waited > self->slow_ms)
-        gw_log (GW_LOG_WARN, "reactor.slow", "ms=%lld waited_for_cpu_ms=%lld cause=%s "
-                "detail=%.64s", (long long) ms, (long long) waited, cause, detail ? detail : "-");
+    int64_t run1 = 0, wait1 = 0;
+    bool known = self->turn_known && s_schedstat (self, &run1, &wait1);
+    int64_t waited = known ? (wait1 - self->turn_wait0) / 1000000 : 0;
+    int64_t cpu = known ? (run1 - self->turn_run0) / 1000000 : ms;
+    if (ms - waited <= self->slow_ms)
+        return;
+    int64_t blocked = ms - waited - cpu > 0 ? ms - waited - cpu : 0;
+    gw_log (GW_LOG_WARN, "reactor.slow", "ms=%lld waited_for_cpu_ms=%lld cpu_ms=%lld "
+            "blocked_ms=%lld cause=%s detail=%.64s", (long long) ms, (long long) waited,
+            (long long) cpu, (long long) blocked, cause, detail ? detail : "-");
 }
 
 //  --------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import time
 
 import psutil
 
+import sessions
 from sessions import HERE, Session
 
 HOSTILE_QEMU = HERE / "hostile_qemu.py"
@@ -70,9 +71,11 @@ SLOW_AT_BOOT = "a cold boot's qemu-img create runs on the reactor (--no-template
 
 
 def slow_turns(log):
-    """event=reactor.slow lines other than the one right after a cold boot's vm.booting."""
+    """event=reactor.slow lines that fail a test (sessions.slow_turn_fault) other than the one
+    right after a cold boot's vm.booting."""
     lines = log.splitlines()
     return [ln for i, ln in enumerate(lines) if "event=reactor.slow" in ln
+            and sessions.slow_turn_fault(ln)
             and not (i > 0 and "event=vm.booting" in lines[i - 1])]
 
 

@@ -63,6 +63,27 @@ TIMING_SCALE = float(os.environ.get("CELLVM_TIMING_SCALE", "1"))
 TIMEOUT = 120
 
 BACKENDS = {"unsafe-local": "cellvm-unsafe-local", "microvm": "cellvm"}
+
+# The reactor watchdog (docs/gateway.md): every gateway the tests start logs each turn over
+# CELLVM_WATCHDOG_MS (conftest sets 50) as event=reactor.slow, with where its time went. A turn
+# fails its test on its own work on a CPU over WATCHDOG_MS, or on being blocked (a system call,
+# a page fault from disk, a lock) over BLOCKED_MS. Blocked time under either bound is the host's:
+# these 2-core machines run two tests, their VMs and the disk traffic of both.
+WATCHDOG_MS = 50
+BLOCKED_MS = 200
+_TURN_FIELD = re.compile(r"\b(ms|cpu_ms|blocked_ms)=(\d+)")
+
+
+def slow_turn_fault(line):
+    """Why an event=reactor.slow line fails a test, in words; None when it is the host's."""
+    f = {k: int(v) for k, v in _TURN_FIELD.findall(line)}
+    if "cpu_ms" not in f:
+        return f"a turn of {f.get('ms', '?')} ms (a gateway that does not say where it went)"
+    if f["cpu_ms"] > WATCHDOG_MS:
+        return f"{f['cpu_ms']} ms of the reactor's own work on a CPU, over {WATCHDOG_MS}"
+    if f.get("blocked_ms", 0) > BLOCKED_MS:
+        return f"the reactor blocked {f['blocked_ms']} ms, over {BLOCKED_MS}"
+    return None
 KERNELS = dict(BACKENDS, fake="fake")
 PROBE_MARK = "@@CELLVM-PROBE@@"
 
