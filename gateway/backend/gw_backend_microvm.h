@@ -49,6 +49,10 @@ typedef struct {
                                                 //  suspended there: its generators kept,
                                                 //  the snapshot removed once it runs
     const char *snapshot_dir;                   //  the snapshot store (NULL: its default)
+    //  The host's admission queue (gw_admit, docs/sessions.md): restores and
+    //  resumes wait for one of admit_slots slots. 0: no queue.
+    const char *admit_dir;
+    int admit_slots;
 } gw_microvm_opts_t;
 
 //  cfg is copied; its strings are borrowed and must outlive the backend.

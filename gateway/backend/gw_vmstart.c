@@ -1,6 +1,7 @@
 /*  gw_vmstart - a session's VM made ready off the reactor thread. */
 #include "backend/gw_vmstart.h"
 #include "disk/gw_chain.h"
+#include "base/gw_admit.h"
 #include "base/gw_log.h"
 #include "base/gw_mem.h"
 #include "snap/gw_pool.h"
@@ -44,6 +45,8 @@ struct _gw_vmstart_t {
     char *chain_dir, *store_dir, *snapshot;
     bool keep_seeds, consume;
     char error [600];               //  why the last start failed
+    gw_admit_t *admit;              //  the host's admission queue, NULL: none
+    int admit_place;                //  the place last logged
     //  A save (gw_vmstart_save), guarded by lock.
     s_state_t save_state;
     gw_vmsave_req_t save_req;
@@ -100,6 +103,43 @@ s_take_from_pool (gw_vmstart_t *self, gw_vmstart_result_t *res)
     return 0;
 }
 
+//  While the start waits in line: its place logged when it changes; the
+//  wait ends when the session does.
+static bool
+s_in_line (void *arg, int place, int slots)
+{
+    gw_vmstart_t *self = arg;
+    if (place != self->admit_place)
+        gw_log (GW_LOG_INFO, "vm.admission_wait", "place=%d slots=%d", place, slots);
+    self->admit_place = place;
+    pthread_mutex_lock (&self->lock);
+    bool wanted = self->state == S_RUNNING;
+    pthread_mutex_unlock (&self->lock);
+    return wanted;
+}
+
+//  A slot of the host's for a restore or a resume, so a burst of starts
+//  does not make every one of them slow. 0, or -ECANCELED: the session
+//  ended. A queue that fails is logged, and the start goes on without.
+static int
+s_admit (gw_vmstart_t *self)
+{
+    if (!self->admit)
+        return 0;
+    int64_t t0 = ch_clock_mono_ms ();
+    self->admit_place = 0;
+    int rc = gw_admit_enter (self->admit, -1, s_in_line, self);
+    if (rc == -ECANCELED)
+        return rc;
+    if (rc < 0)
+        gw_log (GW_LOG_WARN, "vm.admission_failed", "reason=\"%s\"", strerror (-rc));
+    else
+        gw_log (GW_LOG_INFO, "vm.admitted", "slot=%d waited_ms=%lld place=%d",
+                gw_admit_slot (self->admit), (long long) (ch_clock_mono_ms () - t0),
+                self->admit_place ? self->admit_place : 1);
+    return 0;
+}
+
 //  Restore a clone of the template, reseed it and redo both handshakes.
 static int
 s_restore (gw_vmstart_t *self, gw_vmstart_result_t *res)
@@ -124,10 +164,16 @@ s_restore (gw_vmstart_t *self, gw_vmstart_result_t *res)
         c.disk_chain_dir = self->chain_dir;     //  the session's own /workspace
         c.disk_name = top;
     }
+    if (s_admit (self) < 0) {
+        gw_template_destroy (&t);
+        return -ECANCELED;
+    }
+    t0 = ch_clock_mono_ms ();                   //  the restore's own time, not the line's
     gw_vm_t *vm = gw_template_restore (t, &c, S_RESTORE_MS, err, sizeof err);
     int64_t t_run = ch_clock_mono_ms ();
     rc = vm ? gw_template_reseed (vm, S_RESTORE_MS, &res->init, &res->kernel_fd, err,
                                   sizeof err) : -EIO;
+    gw_admit_leave (self->admit);
     if (rc < 0)
         gw_log (GW_LOG_WARN, "vm.cold_boot", "reason=\"restoring %s failed: %s\"",
                 gw_template_path (t), err);
@@ -156,12 +202,18 @@ s_resume (gw_vmstart_t *self, gw_vmstart_result_t *res)
     //  Its checksum was verified when the gateway started (gw_persist), or
     //  it is this session's own pause, held open since.
     gw_snapref_t *ref = store ? gw_snapstore_open (store, self->snapshot, &rc, err, errlen) : NULL;
+    if (ref && s_admit (self) < 0) {            //  the session ended while in line
+        gw_snapref_destroy (&ref);
+        gw_snapstore_destroy (&store);
+        return -ECANCELED;
+    }
     gw_vm_t *vm = ref ? gw_vmsave_resume (ref, &self->cfg, S_RESTORE_MS * 4, err, errlen) : NULL;
     gw_snapref_destroy (&ref);
     gw_snapstore_destroy (&store);
     rc = !vm ? -EIO : self->keep_seeds
        ? gw_template_rehello (vm, S_RESTORE_MS, &res->init, &res->kernel_fd, err, errlen)
        : gw_template_reseed (vm, S_RESTORE_MS, &res->init, &res->kernel_fd, err, errlen);
+    gw_admit_leave (self->admit);
     if (rc < 0) {
         gw_log (GW_LOG_ERROR, "vm.resume_failed", "snapshot=%s reason=\"%s\"", self->snapshot,
                 err);
@@ -287,6 +339,11 @@ gw_vmstart_new (const gw_vm_config_t *cfg, const gw_microvm_opts_t *opts)
     if (opts)
         self->opts = *opts;
     self->res.kernel_fd = -1;
+    char err [300] = "";
+    if (self->opts.admit_slots > 0 && self->opts.admit_dir
+    &&  !(self->admit = gw_admit_new (self->opts.admit_dir, self->opts.admit_slots, err,
+                                      sizeof err)))
+        gw_log (GW_LOG_WARN, "vm.admission_off", "reason=\"%s\"", err);
     self->dispose = zlistx_new ();
     self->events = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init (&self->lock, NULL);
@@ -325,6 +382,7 @@ gw_vmstart_destroy (gw_vmstart_t **self_p)
     while ((old = zlistx_detach (self->dispose, NULL)))
         gw_vmh_destroy (&old);
     zlistx_destroy (&self->dispose);
+    gw_admit_destroy (&self->admit);
     s_result_free (&self->res);
     s_source_clear (self);
     free (self->save_store);

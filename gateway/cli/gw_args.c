@@ -135,6 +135,9 @@ static const gw_opt_t s_table [GW_OPT_COUNT] = {
     [GW_OPT_LEASE_WAIT] = { "lease-wait", GW_OPTKIND_SECONDS, 0, 0, 0, S_SESS, "S",
         "a named session whose lease another host holds: wait up to S seconds for it to be "
         "released or to expire (a host that died) before refusing (default 0)" },
+    [GW_OPT_ADMIT] = { "admit", GW_OPTKIND_SIZE, 0, 4096, 0, S_MV, "N",
+        "restores and resumes on this host run N at a time, the rest waiting in line "
+        "(default: four per CPU; 0: no line; docs/sessions.md)" },
     [GW_OPT_HELP] = { "help", GW_OPTKIND_FLAG, 0, 0, 0, S_MAIN, NULL, "print this and exit" },
 };
 
@@ -241,6 +244,7 @@ s_store (gw_args_t *args, gw_opt_id_t id, unsigned long long v)
         case GW_OPT_SHARE_MAX: args->share_max = v; break;
         case GW_OPT_DISK_BPS: args->disk_bps = v; break;
         case GW_OPT_DISK_IOPS: args->disk_iops = v; break;
+        case GW_OPT_ADMIT: args->admit = (unsigned) v; break;
         default: assert (false);                //  a GW_OPTKIND_SIZE entry without a field
     }
 }

@@ -3,6 +3,7 @@
 */
 #include "guest/gw_drive.h"
 #include "wire/gw_chan.h"
+#include "base/gw_patience.h"
 #include "ch_frame.h"
 #include "ch_hello.h"
 #include "ch_clock.h"
@@ -26,7 +27,7 @@ struct _gw_drive_t {
     bool init_gone;                 //  its port closed: no longer watched
     int kernel_fd;                  //  the kernel's port, -1 until connected
     gw_chan_t *chan;                //  on a dup of kernel_fd
-    int64_t deadline;               //  ch_clock_mono_ms
+    gw_patience_t *patience;        //  the deadline (QEMU's progress, not the wall)
     char died [200];                //  init's words, when the kernel died
 };
 
@@ -91,6 +92,7 @@ gw_drive_destroy (gw_drive_t **self_p)
         return;
     gw_chan_destroy (&self->chan);
     gw_init_destroy (&self->init);
+    gw_patience_destroy (&self->patience);
     if (self->kernel_fd >= 0)
         close (self->kernel_fd);
     free (self);
@@ -101,14 +103,16 @@ void
 gw_drive_set_timeout (gw_drive_t *self, int timeout_ms)
 {
     assert (self);
-    self->deadline = ch_clock_mono_ms () + timeout_ms;
+    if (!self->patience)                        //  the deadline measures the guest's progress
+        self->patience = gw_patience_new (self->vm ? gw_vm_pid (self->vm) : 0, timeout_ms);
+    else
+        gw_patience_reset (self->patience, timeout_ms);
 }
 
 static int
-s_left_ms (const gw_drive_t *self)
+s_left_ms (gw_drive_t *self)
 {
-    int64_t left = self->deadline - ch_clock_mono_ms ();
-    return left > 0 ? (int) left : 0;
+    return gw_patience_left_ms (self->patience);
 }
 
 gw_init_t *
@@ -189,8 +193,12 @@ gw_drive_init_request (gw_drive_t *self, const char *msg_type, json_t *content,
     assert (self && msg_type);
     ch_msg_t *reply = NULL;
     json_t *c = content ? json_incref (content) : json_object ();
-    int rc = self->init ? gw_init_call (self->init, msg_type, &c, NULL, 0, s_left_ms (self),
-                                        &reply) : -ENOTCONN;
+    char id [37];
+    int rc = self->init ? gw_init_send (self->init, msg_type, &c, NULL, 0, id) : -ENOTCONN;
+    if (rc == 0)
+        do                                      //  in steps while the guest is short of CPU
+            rc = gw_init_wait_reply (self->init, id, s_left_ms (self), &reply);
+        while (rc == -ETIMEDOUT && s_left_ms (self) > 0);
     json_decref (c);
     json_t *rc_content = reply ? ch_msg_content (reply) : NULL;
     const char *status = json_string_value (json_object_get (rc_content, "status"));

@@ -200,10 +200,8 @@ s_keep (gw_init_t *self, ch_msg_t **msg_p)
     self->tail = n;
 }
 
-//  The second half of gw_init_call: wait for the reply to a request sent
-//  as id (from gw_init_send). Same returns.
-static int
-s_wait (gw_init_t *self, const char *id, int timeout_ms, ch_msg_t **reply_p)
+int
+gw_init_wait_reply (gw_init_t *self, const char *id, int timeout_ms, ch_msg_t **reply_p)
 {
     assert (self && id && reply_p);
     *reply_p = NULL;
@@ -239,5 +237,5 @@ gw_init_call (gw_init_t *self, const char *msg_type, json_t **content_p,
     char id [37];
     *reply_p = NULL;
     int rc = gw_init_send (self, msg_type, content_p, buf, buflen, id);
-    return rc < 0 ? rc : s_wait (self, id, timeout_ms, reply_p);
+    return rc < 0 ? rc : gw_init_wait_reply (self, id, timeout_ms, reply_p);
 }

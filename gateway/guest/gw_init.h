@@ -68,4 +68,9 @@ int gw_init_pump (gw_init_t *self, ch_msg_t **msg_p);
 int gw_init_call (gw_init_t *self, const char *msg_type, json_t **content_p,
                   const uint8_t *buf, size_t buflen, int timeout_ms, ch_msg_t **reply_p);
 
+//  The second half of gw_init_call: wait up to timeout_ms for the reply to
+//  the request gw_init_send sent as id; called again after -ETIMEDOUT, it
+//  goes on waiting for the same reply. Same returns.
+int gw_init_wait_reply (gw_init_t *self, const char *id, int timeout_ms, ch_msg_t **reply_p);
+
 #endif

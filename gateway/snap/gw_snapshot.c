@@ -111,11 +111,12 @@ s_migrate_status (gw_qmp_t *qmp, char *status, size_t cap, char *err, size_t err
 }
 
 int
-gw_snapshot_wait (gw_qmp_t *qmp, const char *want, int64_t deadline, char *err, size_t errlen)
+gw_snapshot_wait (gw_qmp_t *qmp, const char *want, gw_patience_t *patience, char *err,
+                  size_t errlen)
 {
-    assert (qmp && want && err);
+    assert (qmp && want && patience && err);
     char status [32] = "";
-    while (ch_clock_mono_ms () < deadline) {
+    while (gw_patience_left_ms (patience) > 0) {
         int rc = s_migrate_status (qmp, status, sizeof status, err, errlen);
         if (rc < 0)
             return rc;
@@ -132,7 +133,7 @@ int
 gw_snapshot_save (gw_vm_t *vm, const char *path, int timeout_ms, char *err, size_t errlen)
 {
     assert (vm && path);
-    int64_t deadline = ch_clock_mono_ms () + timeout_ms;
+    gw_patience_t *patience = gw_patience_new (0, timeout_ms);     //  the wall: a build's save
     gw_qmp_t *qmp = gw_snapshot_qmp (vm, S_QMP_MS, err, errlen);
     int rc = qmp ? s_ignore_shared (qmp, err, errlen) : -EIO;
     if (rc == 0)
@@ -141,8 +142,9 @@ gw_snapshot_save (gw_vm_t *vm, const char *path, int timeout_ms, char *err, size
         rc = gw_snapshot_migrate_fd (qmp, "migrate", path, O_WRONLY | O_CREAT | O_TRUNC, err,
                                      errlen);
     if (rc == 0)
-        rc = gw_snapshot_wait (qmp, "completed", deadline, err, errlen);
+        rc = gw_snapshot_wait (qmp, "completed", patience, err, errlen);
     gw_qmp_destroy (&qmp);
+    gw_patience_destroy (&patience);
     return rc;
 }
 
@@ -150,15 +152,17 @@ int
 gw_snapshot_load (gw_vm_t *vm, const char *path, int timeout_ms, char *err, size_t errlen)
 {
     assert (vm && path);
-    int64_t deadline = ch_clock_mono_ms () + timeout_ms;
+    //  QEMU's progress, not the wall: a restore in a burst is not a broken one.
+    gw_patience_t *patience = gw_patience_new (gw_vm_pid (vm), timeout_ms);
     gw_qmp_t *qmp = gw_snapshot_qmp (vm, timeout_ms, err, errlen);
     int rc = qmp ? s_ignore_shared (qmp, err, errlen) : -EIO;
     if (rc == 0)
         rc = gw_snapshot_migrate_fd (qmp, "migrate-incoming", path, O_RDONLY, err, errlen);
     if (rc == 0)
-        rc = gw_snapshot_wait (qmp, "completed", deadline, err, errlen);
+        rc = gw_snapshot_wait (qmp, "completed", patience, err, errlen);
     if (rc == 0)
         rc = s_qmp (qmp, "cont", NULL, err, errlen);
     gw_qmp_destroy (&qmp);
+    gw_patience_destroy (&patience);
     return rc;
 }

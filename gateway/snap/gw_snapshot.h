@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/gw_patience.h"
 #include "vm/gw_qmp.h"
 #include "vm/gw_vm.h"
 
@@ -40,8 +41,8 @@ int gw_snapshot_migrate_fd (gw_qmp_t *qmp, const char *cmd, const char *path, in
 
 //  Poll query-migrate until its status is want ("completed",
 //  "pre-switchover"). -EIO when it failed or was cancelled (QEMU's reason
-//  in err), -ETIMEDOUT at deadline (CLOCK_MONOTONIC ms), or the QMP error.
-int gw_snapshot_wait (gw_qmp_t *qmp, const char *want, int64_t deadline, char *err,
+//  in err), -ETIMEDOUT when patience (borrowed) runs out, or the QMP error.
+int gw_snapshot_wait (gw_qmp_t *qmp, const char *want, gw_patience_t *patience, char *err,
                       size_t errlen);
 
 #endif

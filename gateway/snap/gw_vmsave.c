@@ -103,7 +103,8 @@ static int
 s_save_vm (gw_qmp_t *qmp, const gw_vmsave_req_t *req, const char *state, gw_vmsave_out_t *out,
            char *err, size_t errlen)
 {
-    int64_t deadline = ch_clock_mono_ms () + S_SAVE_MS, stopped = 0;
+    int64_t stopped = 0;
+    gw_patience_t *patience = gw_patience_new (0, S_SAVE_MS);      //  the wall: a pause is short
     int rc = s_set_caps (qmp, true, err, errlen);
     if (rc == 0 && !req->live && (rc = s_qmp (qmp, "stop", NULL, err, errlen)) == 0)
         stopped = ch_clock_mono_ms ();
@@ -111,7 +112,7 @@ s_save_vm (gw_qmp_t *qmp, const gw_vmsave_req_t *req, const char *state, gw_vmsa
         rc = gw_snapshot_migrate_fd (qmp, "migrate", state, O_WRONLY | O_CREAT | O_TRUNC, err,
                                      errlen);
     if (rc == 0)
-        rc = gw_snapshot_wait (qmp, "pre-switchover", deadline, err, errlen);
+        rc = gw_snapshot_wait (qmp, "pre-switchover", patience, err, errlen);
     if (rc == 0 && !stopped)
         stopped = ch_clock_mono_ms ();
     bool frozen = rc == 0 && s_freeze_disk (qmp, req, out, err, errlen) == 0;
@@ -121,13 +122,14 @@ s_save_vm (gw_qmp_t *qmp, const gw_vmsave_req_t *req, const char *state, gw_vmsa
         rc = s_qmp (qmp, "migrate-continue", json_pack ("{s:s}", "state", "pre-switchover"),
                     err, errlen);
     if (rc == 0)
-        rc = gw_snapshot_wait (qmp, "completed", deadline, err, errlen);
+        rc = gw_snapshot_wait (qmp, "completed", patience, err, errlen);
     char ignored [256];
     if (rc < 0)                                 //  whatever happened, never leave it stopped
         gw_qmp_execute (qmp, "migrate_cancel", NULL, NULL, S_QMP_MS, ignored, sizeof ignored);
     if (req->live || rc < 0)
         gw_qmp_execute (qmp, "cont", NULL, NULL, S_QMP_MS, ignored, sizeof ignored);
     out->pause_ms = stopped ? ch_clock_mono_ms () - stopped : 0;
+    gw_patience_destroy (&patience);
     return rc;
 }
 
@@ -262,6 +264,8 @@ gw_vmsave_expected (const gw_vm_config_t *cfg)
 static int
 s_load (gw_vm_t *vm, const gw_snapref_t *ref, int timeout_ms, char *err, size_t errlen)
 {
+    //  QEMU's progress, not the wall: a resume in a burst is not a broken one.
+    gw_patience_t *patience = gw_patience_new (gw_vm_pid (vm), timeout_ms);
     gw_qmp_t *qmp = gw_snapshot_qmp (vm, timeout_ms, err, errlen);
     char version [128] = "", why [600];
     int rc = qmp ? s_qemu_version (qmp, version, sizeof version, err, errlen) : -EIO;
@@ -277,10 +281,11 @@ s_load (gw_vm_t *vm, const gw_snapref_t *ref, int timeout_ms, char *err, size_t 
         rc = gw_snapshot_migrate_fd (qmp, "migrate-incoming", gw_snapref_state (ref), O_RDONLY,
                                      err, errlen);
     if (rc == 0)
-        rc = gw_snapshot_wait (qmp, "completed", ch_clock_mono_ms () + timeout_ms, err, errlen);
+        rc = gw_snapshot_wait (qmp, "completed", patience, err, errlen);
     if (rc == 0)
         rc = s_qmp (qmp, "cont", NULL, err, errlen);
     gw_qmp_destroy (&qmp);
+    gw_patience_destroy (&patience);
     return rc;
 }
 

@@ -77,7 +77,7 @@ s_sample (const fixture_t *f, gw_opt_id_t id)
         [GW_OPT_PROTOCOL] = "5.5", [GW_OPT_SHARE_CWD] = "", [GW_OPT_SHARE_MAX] = "64M",
         [GW_OPT_USER] = "cellvm", [GW_OPT_DISK_BPS] = "50M", [GW_OPT_DISK_IOPS] = "2000",
         [GW_OPT_SESSION_NAME] = "conv-1", [GW_OPT_LEASE_TTL] = "30",
-        [GW_OPT_CHECKPOINT_EVERY] = "60", [GW_OPT_LEASE_WAIT] = "45",
+        [GW_OPT_CHECKPOINT_EVERY] = "60", [GW_OPT_LEASE_WAIT] = "45", [GW_OPT_ADMIT] = "3",
     };
     return id == GW_OPT_IMAGE ? f->image2 : values [id];
 }

@@ -1,4 +1,4 @@
-/*  test_gw_procstat - a process's start time from /proc/PID/stat. */
+/*  test_gw_procstat - a process's start time from /proc/PID/stat, its threads' schedstat. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,11 +26,40 @@ test_gw_procstat_parses_start_time (void **state)
                                                    "12x 0\n", &start), -EINVAL);
 }
 
+static void
+test_gw_procstat_parses_schedstat (void **state)
+{
+    (void) state;
+    int64_t run = 0, wait = 0;
+    assert_int_equal (gw_procstat_parse_schedstat ("7000000 42000000 19\n", &run, &wait), 0);
+    assert_int_equal (run, 7000000);
+    assert_int_equal (wait, 42000000);
+    assert_int_equal (gw_procstat_parse_schedstat ("7000000 42000000\n", &run, &wait), -EINVAL);
+    assert_int_equal (gw_procstat_parse_schedstat ("7000000 x 19\n", &run, &wait), -EINVAL);
+    assert_int_equal (gw_procstat_parse_schedstat ("", &run, &wait), -EINVAL);
+}
+
+//  This process has been on a CPU by now; a pid that cannot exist has no threads.
+static void
+test_gw_procstat_reads_a_live_process (void **state)
+{
+    (void) state;
+    int64_t run = -1, wait = -1;
+    volatile unsigned long spin = 0;
+    for (unsigned long i = 0; i < 200000000ul; i++)
+        spin += i;
+    assert_int_equal (gw_procstat_sched (getpid (), &run, &wait), 0);
+    assert_true (run >= 10 && wait >= 0);
+    assert_int_equal (gw_procstat_sched (0x7ffffffe, &run, &wait), -ENOENT);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_gw_procstat_parses_start_time),
+        cmocka_unit_test (test_gw_procstat_parses_schedstat),
+        cmocka_unit_test (test_gw_procstat_reads_a_live_process),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

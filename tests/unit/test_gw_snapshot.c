@@ -80,14 +80,6 @@ s_sent (fixture_t *f)
     return text;
 }
 
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 //  Connect, hand over the state file, migrate, wait through "active".
 static void
 test_gw_snapshot_migrates_through_fd_state (void **state)
@@ -100,8 +92,9 @@ test_gw_snapshot_migrates_through_fd_state (void **state)
     tu_path (path, sizeof path, f->dir, "state");
     assert_int_equal (gw_snapshot_migrate_fd (qmp, "migrate", path, O_WRONLY | O_CREAT, err,
                                               sizeof err), 0);
-    assert_int_equal (gw_snapshot_wait (qmp, "completed", s_now_ms () + 5000, err, sizeof err),
-                      0);
+    gw_patience_t *wall = gw_patience_new (0, 5000);
+    assert_int_equal (gw_snapshot_wait (qmp, "completed", wall, err, sizeof err), 0);
+    gw_patience_destroy (&wall);
     gw_qmp_destroy (&qmp);
     const char *sent = s_sent (f);
     assert_non_null (strstr (sent, "\"execute\":\"getfd\""));
@@ -121,11 +114,12 @@ test_gw_snapshot_wait_says_why_it_failed (void **state)
             "\"disk full\"}, \"id\": 2}\r\n");
     gw_qmp_t *qmp = gw_snapshot_qmp_at (f->dir, err, sizeof err);
     assert_non_null (qmp);
-    assert_int_equal (gw_snapshot_wait (qmp, "completed", s_now_ms () + 5000, err, sizeof err),
-                      -EIO);
+    gw_patience_t *wall = gw_patience_new (0, 5000), *none = gw_patience_new (0, 0);
+    assert_int_equal (gw_snapshot_wait (qmp, "completed", wall, err, sizeof err), -EIO);
     assert_non_null (strstr (err, "failed: disk full"));
-    assert_int_equal (gw_snapshot_wait (qmp, "completed", s_now_ms () - 1, err, sizeof err),
-                      -ETIMEDOUT);
+    assert_int_equal (gw_snapshot_wait (qmp, "completed", none, err, sizeof err), -ETIMEDOUT);
+    gw_patience_destroy (&wall);
+    gw_patience_destroy (&none);
     assert_non_null (strstr (err, "at the deadline"));
     assert_int_equal (symlink ("/dev/null", tu_path (path, sizeof path, f->dir, "link")), 0);
     assert_int_equal (gw_snapshot_migrate_fd (qmp, "migrate", path, O_WRONLY, err, sizeof err),
