@@ -19,8 +19,8 @@ ch_jscan_ws (const uint8_t *p, size_t len, size_t i)
     return i;
 }
 
-static int
-s_hex4 (const uint8_t *p, size_t len, size_t i, unsigned *out)
+int
+ch_jscan_hex4 (const uint8_t *p, size_t len, size_t i, unsigned *out)
 {
     if (len < 4 || i > len - 4)
         return -EBADMSG;
@@ -50,7 +50,8 @@ s_escape (const uint8_t *p, size_t len, size_t i, size_t *next)
         return 0;
     }
     unsigned u = 0, lo = 0;
-    if (c != 'u' || s_hex4 (p, len, i + 2, &u) < 0 || u == 0 || (u >= 0xDC00 && u <= 0xDFFF))
+    if (c != 'u' || ch_jscan_hex4 (p, len, i + 2, &u) < 0 || u == 0
+    ||  (u >= 0xDC00 && u <= 0xDFFF))
         return -EBADMSG;
     if (u < 0xD800 || u > 0xDBFF) {
         *next = i + 6;
@@ -58,15 +59,14 @@ s_escape (const uint8_t *p, size_t len, size_t i, size_t *next)
     }
     //  A high surrogate: only with its low half.
     if (i + 7 >= len || p [i + 6] != '\\' || p [i + 7] != 'u'
-    ||  s_hex4 (p, len, i + 8, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
+    ||  ch_jscan_hex4 (p, len, i + 8, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
         return -EBADMSG;
     *next = i + 12;
     return 0;
 }
 
-//  One UTF-8 sequence of two to four bytes at p[i]: its length, or 0.
-static size_t
-s_utf8 (const uint8_t *p, size_t len, size_t i)
+size_t
+ch_jscan_utf8 (const uint8_t *p, size_t len, size_t i)
 {
     uint8_t c = p [i];
     size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
@@ -107,7 +107,7 @@ ch_jscan_string (const uint8_t *p, size_t len, size_t i, size_t *end)
                 return -EBADMSG;
             continue;
         }
-        size_t n = c >= 0x80 ? s_utf8 (p, len, i) : 0;
+        size_t n = c >= 0x80 ? ch_jscan_utf8 (p, len, i) : 0;
         if (!n)
             return -EBADMSG;                //  a control character or bad UTF-8
         i += n;

@@ -31,4 +31,11 @@ int ch_jscan_value (const uint8_t *p, size_t len, size_t i, size_t *end);
 //  its bytes between the quotes are its value.
 int ch_jscan_plain (const uint8_t *p, size_t i, size_t end);
 
+//  The four hex digits at p[i] as a number into *out: 0, or -EBADMSG.
+int ch_jscan_hex4 (const uint8_t *p, size_t len, size_t i, unsigned *out);
+
+//  The length of the one UTF-8 sequence of two to four bytes at p[i] (i < len),
+//  by the rules above (jansson's too), or 0 when it is not one.
+size_t ch_jscan_utf8 (const uint8_t *p, size_t len, size_t i);
+
 #endif
