@@ -276,19 +276,28 @@ typedef struct {
     size_t flags;
 } s_out_t;
 
+//  Room for n more bytes.
+static int
+s_room (s_out_t *o, size_t n)
+{
+    if (o->cap - o->len >= n)
+        return 0;
+    size_t cap = o->cap ? o->cap : 256;
+    while (cap - o->len < n)
+        cap *= 2;
+    char *buf = realloc (o->buf, cap);
+    if (!buf)
+        return -1;
+    o->buf = buf;
+    o->cap = cap;
+    return 0;
+}
+
 static int
 s_put (s_out_t *o, const void *src, size_t n)
 {
-    if (o->cap - o->len < n) {
-        size_t cap = o->cap ? o->cap : 256;
-        while (cap - o->len < n)
-            cap *= 2;
-        char *buf = realloc (o->buf, cap);
-        if (!buf)
-            return -1;
-        o->buf = buf;
-        o->cap = cap;
-    }
+    if (s_room (o, n) < 0)
+        return -1;
     memcpy (o->buf + o->len, src, n);
     o->len += n;
     return 0;
@@ -330,14 +339,10 @@ s_dump_string (s_out_t *o, const uint8_t *s, size_t n)
 {
     bool ascii = o->flags & JSON_ENSURE_ASCII;
     size_t run = 0, k = 0;
-    if (s_put (o, "\"", 1) < 0)
-        return -1;
-    while (k < n) {
+    if (s_room (o, n + 2) < 0 || s_put (o, "\"", 1) < 0)
+        return -1;                              //  at least its bytes and quotes
+    while ((k = ch_jscan_plain_run (s, n, k)) < n) {
         uint8_t c = s [k];
-        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-            k++;
-            continue;
-        }
         size_t w = c < 0x80 ? 1 : ch_jscan_utf8 (s, n, k);
         if (!w)
             return -1;

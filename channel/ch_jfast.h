@@ -28,7 +28,8 @@
 json_t *ch_jfast_parse (const uint8_t *p, size_t len, size_t flags);
 
 //  ch_jfast_parse, or, when it gives up, json_loadb with the same flags:
-//  what jansson refuses is refused with jansson's error.
+//  what jansson refuses is refused with jansson's error (error is only
+//  written then, as the callers read it only on a refusal).
 json_t *ch_jfast_loadb (const uint8_t *p, size_t len, size_t flags, json_error_t *error);
 
 //  Exactly the bytes json_dumps (v, flags) gives, and their length into

@@ -3,12 +3,33 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <string.h>
 
 //  A byte a string may hold as it is: printable ASCII but '"' and '\'.
 static inline bool
 s_plain (uint8_t c)
 {
     return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+size_t
+ch_jscan_plain_run (const uint8_t *p, size_t len, size_t i)
+{
+    //  Eight bytes at a time while none is high, below 0x20, '"' or '\\'
+    //  (the classic "has a zero byte" test; exact as a yes or no).
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    while (i < len && len - i >= 8) {
+        uint64_t w, q, b;
+        memcpy (&w, p + i, 8);
+        q = w ^ (ones * '"');
+        b = w ^ (ones * '\\');
+        if ((w | ((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs)
+            break;
+        i += 8;
+    }
+    while (i < len && s_plain (p [i]))
+        i++;
+    return i;
 }
 
 size_t
@@ -93,8 +114,7 @@ ch_jscan_string (const uint8_t *p, size_t len, size_t i, size_t *end)
         return -EBADMSG;
     i++;
     while (i < len) {
-        while (i < len && s_plain (p [i]))
-            i++;
+        i = ch_jscan_plain_run (p, len, i);
         if (i >= len)
             break;
         uint8_t c = p [i];

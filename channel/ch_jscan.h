@@ -16,6 +16,10 @@
 
 #define CH_JSCAN_DEPTH 64       //  objects and arrays nested deeper are refused
 
+//  Index of the first byte at or after i that a string may not hold as it
+//  is (a quote, a backslash, a control character, any byte past ASCII).
+size_t ch_jscan_plain_run (const uint8_t *p, size_t len, size_t i);
+
 //  Index of the first byte at or after i that is not JSON white space.
 size_t ch_jscan_ws (const uint8_t *p, size_t len, size_t i);
 
