@@ -3,12 +3,33 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <string.h>
 
 //  A byte a string may hold as it is: printable ASCII but '"' and '\'.
 static inline bool
 s_plain (uint8_t c)
 {
     return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+size_t
+ch_jscan_plain_run (const uint8_t *p, size_t len, size_t i)
+{
+    //  Eight bytes at a time while none is high, below 0x20, '"' or '\\'
+    //  (the classic "has a zero byte" test; exact as a yes or no).
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    while (i < len && len - i >= 8) {
+        uint64_t w, q, b;
+        memcpy (&w, p + i, 8);
+        q = w ^ (ones * '"');
+        b = w ^ (ones * '\\');
+        if ((w | ((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs)
+            break;
+        i += 8;
+    }
+    while (i < len && s_plain (p [i]))
+        i++;
+    return i;
 }
 
 size_t
@@ -19,8 +40,8 @@ ch_jscan_ws (const uint8_t *p, size_t len, size_t i)
     return i;
 }
 
-static int
-s_hex4 (const uint8_t *p, size_t len, size_t i, unsigned *out)
+int
+ch_jscan_hex4 (const uint8_t *p, size_t len, size_t i, unsigned *out)
 {
     if (len < 4 || i > len - 4)
         return -EBADMSG;
@@ -50,7 +71,8 @@ s_escape (const uint8_t *p, size_t len, size_t i, size_t *next)
         return 0;
     }
     unsigned u = 0, lo = 0;
-    if (c != 'u' || s_hex4 (p, len, i + 2, &u) < 0 || u == 0 || (u >= 0xDC00 && u <= 0xDFFF))
+    if (c != 'u' || ch_jscan_hex4 (p, len, i + 2, &u) < 0 || u == 0
+    ||  (u >= 0xDC00 && u <= 0xDFFF))
         return -EBADMSG;
     if (u < 0xD800 || u > 0xDBFF) {
         *next = i + 6;
@@ -58,15 +80,14 @@ s_escape (const uint8_t *p, size_t len, size_t i, size_t *next)
     }
     //  A high surrogate: only with its low half.
     if (i + 7 >= len || p [i + 6] != '\\' || p [i + 7] != 'u'
-    ||  s_hex4 (p, len, i + 8, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
+    ||  ch_jscan_hex4 (p, len, i + 8, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
         return -EBADMSG;
     *next = i + 12;
     return 0;
 }
 
-//  One UTF-8 sequence of two to four bytes at p[i]: its length, or 0.
-static size_t
-s_utf8 (const uint8_t *p, size_t len, size_t i)
+size_t
+ch_jscan_utf8 (const uint8_t *p, size_t len, size_t i)
 {
     uint8_t c = p [i];
     size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
@@ -93,8 +114,7 @@ ch_jscan_string (const uint8_t *p, size_t len, size_t i, size_t *end)
         return -EBADMSG;
     i++;
     while (i < len) {
-        while (i < len && s_plain (p [i]))
-            i++;
+        i = ch_jscan_plain_run (p, len, i);
         if (i >= len)
             break;
         uint8_t c = p [i];
@@ -107,7 +127,7 @@ ch_jscan_string (const uint8_t *p, size_t len, size_t i, size_t *end)
                 return -EBADMSG;
             continue;
         }
-        size_t n = c >= 0x80 ? s_utf8 (p, len, i) : 0;
+        size_t n = c >= 0x80 ? ch_jscan_utf8 (p, len, i) : 0;
         if (!n)
             return -EBADMSG;                //  a control character or bad UTF-8
         i += n;

@@ -16,6 +16,10 @@
 
 #define CH_JSCAN_DEPTH 64       //  objects and arrays nested deeper are refused
 
+//  Index of the first byte at or after i that a string may not hold as it
+//  is (a quote, a backslash, a control character, any byte past ASCII).
+size_t ch_jscan_plain_run (const uint8_t *p, size_t len, size_t i);
+
 //  Index of the first byte at or after i that is not JSON white space.
 size_t ch_jscan_ws (const uint8_t *p, size_t len, size_t i);
 
@@ -30,5 +34,12 @@ int ch_jscan_value (const uint8_t *p, size_t len, size_t i, size_t *end);
 //  True when the string at p[i..end) (quotes included) has no escapes, so
 //  its bytes between the quotes are its value.
 int ch_jscan_plain (const uint8_t *p, size_t i, size_t end);
+
+//  The four hex digits at p[i] as a number into *out: 0, or -EBADMSG.
+int ch_jscan_hex4 (const uint8_t *p, size_t len, size_t i, unsigned *out);
+
+//  The length of the one UTF-8 sequence of two to four bytes at p[i] (i < len),
+//  by the rules above (jansson's too), or 0 when it is not one.
+size_t ch_jscan_utf8 (const uint8_t *p, size_t len, size_t i);
 
 #endif

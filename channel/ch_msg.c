@@ -1,5 +1,6 @@
 /*  ch_msg - one message of the cellvm channel. */
 #include "ch_msg.h"
+#include "ch_jfast.h"
 #include "ch_jscan.h"
 
 #include <assert.h>
@@ -203,7 +204,7 @@ ch_msg_decode (const uint8_t *data, size_t len, ch_msg_t **msg_p, char *err, siz
     *msg_p = NULL;
     json_error_t jerr;
     ch_msg_t *self = NULL;
-    json_t *root = json_loadb ((const char *) data, len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = ch_jfast_loadb (data, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
         return s_fail (err, errlen, "frame is not valid UTF-8 JSON");
     if (!json_is_object (root)) {
@@ -239,7 +240,7 @@ ch_msg_encode (const ch_msg_t *self, size_t *len_p)
 {
     assert (self);
     //  Raw content was validated on its way in; only tests encode it again.
-    json_t *content = self->raw ? json_loadb ((const char *) self->raw, self->rawlen, 0, NULL)
+    json_t *content = self->raw ? ch_jfast_loadb (self->raw, self->rawlen, 0, NULL)
                                 : json_incref (self->content);
     assert (content);
     json_t *root = json_pack ("{s:s, s:O, s:O, s:O, s:o, s:I}",
@@ -249,12 +250,10 @@ ch_msg_encode (const ch_msg_t *self, size_t *len_p)
     if (!root)
         abort ();
     //  Strict JSON: NaN/Infinity cannot be represented by jansson reals at all.
-    char *text = json_dumps (root, JSON_COMPACT | JSON_ENSURE_ASCII);
+    char *text = ch_jfast_dump (root, JSON_COMPACT | JSON_ENSURE_ASCII, len_p);
     json_decref (root);
     if (!text)
         abort ();
-    if (len_p)
-        *len_p = strlen (text);
     return text;
 }
 
@@ -485,8 +484,8 @@ s_load_span (const uint8_t *p, const s_spans_t *sp, int k)
 {
     if (!sp->seen [k])
         return NULL;
-    return json_loadb ((const char *) p + sp->at [k], sp->end [k] - sp->at [k],
-                       JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, NULL);
+    return ch_jfast_loadb (p + sp->at [k], sp->end [k] - sp->at [k],
+                           JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, NULL);
 }
 
 static void

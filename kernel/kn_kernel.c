@@ -1,6 +1,7 @@
 /*  kn_kernel - the kernel's protocol core. */
 #include "kn_kernel_int.h"
 #include "ch_hello.h"
+#include "ch_jfast.h"
 #include "kn_log.h"
 
 #include <assert.h>
@@ -501,7 +502,7 @@ s_set_current (kn_kernel_t *self, const ch_msg_t *msg, bool silent, bool executi
     json_decref (self->parent);
     self->parent = msg ? json_incref (ch_msg_header (msg)) : NULL;
     free (self->parent_json);
-    self->parent_json = self->parent ? json_dumps (self->parent, JSON_COMPACT) : NULL;
+    self->parent_json = self->parent ? ch_jfast_dump (self->parent, JSON_COMPACT, NULL) : NULL;
     self->silent = silent;
     self->executing = executing;
     pthread_mutex_unlock (&self->lock);

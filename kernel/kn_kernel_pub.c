@@ -4,6 +4,7 @@
  *  buffers). Shares kn_kernel_int.h with kn_kernel.c.
  */
 #include "kn_kernel_int.h"
+#include "ch_jfast.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -128,7 +129,7 @@ kn_kernel_publish_json (kn_kernel_t *self, const char *msg_type, const char *con
     if (b - a < 2 || content [a] != '{' || content [b - 1] != '}')
         return -EINVAL;
     if (!s_plain_type (msg_type)) {
-        json_t *c = json_loadb (content, len, 0, NULL);
+        json_t *c = ch_jfast_loadb ((const uint8_t *) content, len, 0, NULL);
         if (!json_is_object (c)) {
             json_decref (c);
             return -EINVAL;
@@ -168,7 +169,7 @@ s_object (const char *text, size_t len)
 {
     if (!text)
         return json_object ();
-    json_t *o = json_loadb (text, len, 0, NULL);
+    json_t *o = ch_jfast_loadb ((const uint8_t *) text, len, 0, NULL);
     if (json_is_object (o))
         return o;
     json_decref (o);

@@ -3,6 +3,7 @@
 #include <Python.h>
 
 #include "kn_py.h"
+#include "ch_jfast.h"
 #include "kn_capture.h"
 #include "kn_log.h"
 #include "kn_pyout.h"
@@ -384,7 +385,7 @@ s_call_json (kn_py_t *self, const char *method, const char *type, const char *ar
         return s_exception_reply ();
     Py_ssize_t len = 0;
     const char *text = PyUnicode_Check (r) ? PyUnicode_AsUTF8AndSize (r, &len) : NULL;
-    json_t *out = text ? json_loadb (text, (size_t) len, 0, NULL) : NULL;
+    json_t *out = text ? ch_jfast_loadb ((const uint8_t *) text, (size_t) len, 0, NULL) : NULL;
     Py_DECREF (r);
     if (!text)
         PyErr_Clear ();
@@ -400,7 +401,7 @@ static json_t *
 s_handle (void *ctx, const char *msg_type, const json_t *content)
 {
     kn_py_t *self = ctx;
-    char *text = json_dumps (content, JSON_COMPACT);
+    char *text = ch_jfast_dump (content, JSON_COMPACT, NULL);
     if (!text)
         return NULL;
     PyEval_RestoreThread (self->saved);
@@ -459,7 +460,7 @@ s_comm (void *ctx, const ch_msg_t *msg)
     json_t *m = json_pack ("{s:O, s:O, s:O, s:O}", "header", ch_msg_header (msg),
                            "parent_header", ch_msg_parent (msg), "metadata",
                            ch_msg_metadata (msg), "content", ch_msg_content (msg));
-    char *text = m ? json_dumps (m, JSON_COMPACT) : NULL;
+    char *text = m ? ch_jfast_dump (m, JSON_COMPACT, NULL) : NULL;
     json_decref (m);
     if (!text)
         return;
@@ -485,8 +486,8 @@ static json_t *
 s_debug (void *ctx, const json_t *header, const json_t *content)
 {
     kn_py_t *self = ctx;
-    char *h = json_dumps (header, JSON_COMPACT);
-    char *c = json_dumps (content, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *h = ch_jfast_dump (header, JSON_COMPACT, NULL);
+    char *c = ch_jfast_dump (content, JSON_COMPACT | JSON_ENCODE_ANY, NULL);
     json_t *out = NULL;
     if (h && c) {
         PyGILState_STATE g = PyGILState_Ensure ();
@@ -494,7 +495,7 @@ s_debug (void *ctx, const json_t *header, const json_t *content)
         Py_ssize_t len = 0;
         const char *text = r && PyUnicode_Check (r) ? PyUnicode_AsUTF8AndSize (r, &len) : NULL;
         if (text)
-            out = json_loadb (text, (size_t) len, 0, NULL);
+            out = ch_jfast_loadb ((const uint8_t *) text, (size_t) len, 0, NULL);
         else {
             char why [512];
             s_error_text (why, sizeof why);

@@ -3,6 +3,7 @@
 #include "session/gw_check.h"
 #include "base/gw_log.h"
 #include "server/gw_replay.h"
+#include "ch_jfast.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -179,7 +180,7 @@ s_replay_metadata (const gw_replay_item_t *item, const json_t *request)
 {
     size_t len = 0;
     const uint8_t *text = gw_replay_item_part (item, GW_REPLAY_METADATA, &len);
-    json_t *metadata = json_loadb ((const char *) text, len, 0, NULL);
+    json_t *metadata = ch_jfast_loadb (text, len, 0, NULL);
     if (!json_is_object (metadata)) {
         json_decref (metadata);
         metadata = json_object ();
@@ -198,12 +199,13 @@ s_send_item (gw_out_replay_t *self, const s_job_t *job, const gw_replay_item_t *
 {
     size_t plen = 0, clen = 0, tlen = 0, blen = 0, bytes = 0;
     const uint8_t *ptext = gw_replay_item_part (item, GW_REPLAY_PARENT, &plen);
-    json_t *parent = json_loadb ((const char *) ptext, plen, 0, NULL);
+    json_t *parent = ch_jfast_loadb (ptext, plen, 0, NULL);
     ch_msg_t *msg = ch_msg_new (CH_IOPUB, gw_replay_item_type (item), parent, NULL, session);
     json_decref (parent);
     json_t *metadata = s_replay_metadata (item, job->header);
-    char *mtext = json_dumps (metadata, JSON_COMPACT);
-    bytes += mtext ? strlen (mtext) : 0;
+    size_t mlen = 0;
+    char *mtext = ch_jfast_dump (metadata, JSON_COMPACT, &mlen);
+    bytes += mtext ? mlen : 0;
     free (mtext);
     ch_msg_set_metadata (msg, &metadata);
     const uint8_t *content = gw_replay_item_part (item, GW_REPLAY_CONTENT, &clen);

@@ -5,6 +5,7 @@
     time), then the replay history, and only then any JSON parsing.
 */
 #include "wire/gw_wire.h"
+#include "ch_jfast.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -241,7 +242,7 @@ s_parse_object (const gw_frame_t *f, const char *bad_json, const char *not_objec
                 const char **why)
 {
     json_error_t jerr;
-    json_t *v = json_loadb ((const char *) f->data, f->size, JSON_DECODE_ANY, &jerr);
+    json_t *v = ch_jfast_loadb (f->data, f->size, JSON_DECODE_ANY, &jerr);
     if (!v)
         *why = bad_json;
     else if (!json_is_object (v)) {
@@ -391,10 +392,9 @@ gw_wire_size (const gw_frame_t *frames, size_t nframes)
 static char *
 s_dump (const json_t *v, size_t *len_p)
 {
-    char *text = json_dumps (v, JSON_COMPACT);
+    char *text = ch_jfast_dump (v, JSON_COMPACT, len_p);
     if (!text)
         abort ();                               //  only fails out of memory
-    *len_p = strlen (text);
     return text;
 }
 
