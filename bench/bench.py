@@ -38,7 +38,9 @@ cellvm-mcp run_python round trip of a trivial cell against the same cell
 through jupyter_client, side by side: mcp_bench.py), BENCH_ONLY=mcp to run
 that section alone (as `bench/mcp_bench.py` does), BENCH_MOVE=0 to skip the
 move section (a remote launch, a drain and resume on another host, checkpoints:
-move_bench.py), BENCH_ONLY=move to run that section alone.
+move_bench.py), BENCH_ONLY=move to run that section alone, BENCH_BURST=0 to skip the burst
+section (N sessions started at once with and without the admission line: burst_bench.py),
+BENCH_ONLY=burst to run that section alone.
 
 The start-path section derives three kernelspecs from the `cellvm` one
 (same gateway and image): `--no-templates` (cold boot), the default
@@ -543,7 +545,7 @@ def main():
             "print_lines": PRINT_LINES, "lines_MB": LINES_MB, "one_write_MB": BIG_WRITE_MB,
             "first_use_timeout_s": FIRST_USE_TIMEOUT, "output_timeout_s": OUTPUT_TIMEOUT,
             "store_history": True}
-    snap = sess = mcp = move = None
+    snap = sess = mcp = move = burst = None
     if "cellvm" in kernels and os.environ.get("BENCH_SNAPSHOTS", "1") != "0" and not only:
         snap = bench_start_paths()
     if os.environ.get("BENCH_SESSIONS", "1") != "0" and only in (None, "sessions"):
@@ -555,6 +557,9 @@ def main():
     if os.environ.get("BENCH_MOVE", "1") != "0" and only in (None, "move"):
         import move_bench
         move = move_bench.bench_move(kernels, cellvm_template)
+    if os.environ.get("BENCH_BURST", "1") != "0" and only in (None, "burst"):
+        import burst_bench
+        burst = burst_bench.bench_burst(kernels)
     rows = []
     for k in (kernels if not only else []):
         print(f"bench: {k} ...", file=sys.stderr, flush=True)
@@ -591,10 +596,13 @@ def main():
     if move:
         import move_bench
         move_bench.print_move(move, (prev_move or {}).get("move"))
+    if burst:
+        import burst_bench
+        burst_bench.print_burst(burst)
     if rows:
         print_table(rows, (prev or {}).get("results"))
     result = {"meta": meta, "results": rows, "start_paths": snap, "sessions": sess, "mcp": mcp,
-              "move": move}
+              "move": move, "burst": burst}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     with open(history, "a") as f:

@@ -9,7 +9,8 @@ up, how many waited for admission and the longest wait. Every gateway and VM is 
 
 Environment: CELLVM_BUILD; BURST_N (default 24, BENCH_QUICK: 8), BURST_CELLS (50, quick: 20),
 BURST_ARGS (extra gateway arguments, space-separated, e.g. `--admit 0` for the row without
-admission). Run alone: `bench/burst_bench.py`; `make bench` runs it in its own section.
+admission). Run alone: `bench/burst_bench.py`; `make bench` runs it in its own section
+(BENCH_BURST=0 skips it, BENCH_ONLY=burst runs it alone), with and without the line.
 """
 import os
 import pathlib
@@ -100,6 +101,27 @@ def report(row, label):
         print(f"  cold boot: {why}")
     for e in row["errors"]:
         print(f"  lost: {e}")
+
+
+ROWS = (("no line (--admit 0), the anchor", ["--admit", "0"]), ("default line", []))
+
+
+def bench_burst(kernels):
+    """make bench's burst section: the same burst without the admission line and with the
+    default one, side by side in one run; None without the `cellvm` kernelspec."""
+    if "cellvm" not in kernels:
+        return None
+    n = int(os.environ.get("BURST_N", "8" if QUICK else "24"))
+    cells = int(os.environ.get("BURST_CELLS", "20" if QUICK else "50"))
+    return [dict(burst(n, cells, args), label=label) for label, args in ROWS]
+
+
+def print_burst(rows):
+    print("burst: N `cellvm` sessions started at once, each then running cells "
+          "(bench/burst_bench.py)")
+    for row in rows:
+        report(row, row["label"])
+    print()
 
 
 def main():

@@ -53,6 +53,7 @@ typedef struct {
     //  resumes wait for one of admit_slots slots. 0: no queue.
     const char *admit_dir;
     int admit_slots;
+    int start_timeout_ms;                       //  each step of a restore (gw_patience), 0: 5 s
 } gw_microvm_opts_t;
 
 //  cfg is copied; its strings are borrowed and must outlive the backend.

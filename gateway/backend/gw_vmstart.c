@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #define S_POOL_MS 2000              //  the daemon answers a take within this
-#define S_RESTORE_MS 5000           //  restore + reseed + handshake, else cold boot
+#define S_RESTORE_MS 5000           //  each step of a restore, unless opts say (gw_patience)
 
 typedef enum { S_IDLE, S_RUNNING, S_DONE, S_QUIT } s_state_t;
 
@@ -103,6 +103,12 @@ s_take_from_pool (gw_vmstart_t *self, gw_vmstart_result_t *res)
     return 0;
 }
 
+static int
+s_step_ms (const gw_vmstart_t *self)
+{
+    return self->opts.start_timeout_ms > 0 ? self->opts.start_timeout_ms : S_RESTORE_MS;
+}
+
 //  While the start waits in line: its place logged when it changes; the
 //  wait ends when the session does.
 static bool
@@ -141,12 +147,13 @@ s_admit (gw_vmstart_t *self)
 }
 
 //  Restore a clone of the template, reseed it and redo both handshakes.
-static int
-s_restore (gw_vmstart_t *self, gw_vmstart_result_t *res)
+//  The template to restore, or NULL and *rc_p: the cold boot it means is
+//  logged with its reason, and a missing template is built for next time.
+static gw_template_t *
+s_open_template (gw_vmstart_t *self, int *rc_p)
 {
     char err [512] = "";
     int rc = -ENOTSUP;
-    int64_t t0 = ch_clock_mono_ms ();
     gw_template_t *t = NULL;
     if (self->opts.template_dir)
         t = gw_template_open (self->opts.template_dir, &self->cfg, &rc, err, sizeof err);
@@ -156,8 +163,19 @@ s_restore (gw_vmstart_t *self, gw_vmstart_result_t *res)
         if (rc == -ENOENT || rc == -ESTALE)
             s_spawn_once (self, &self->build_requested, self->opts.build_argv, "build.log",
                           "template.build_requested");
-        return rc;
     }
+    *rc_p = rc;
+    return t;
+}
+
+static int
+s_restore (gw_vmstart_t *self, gw_vmstart_result_t *res)
+{
+    char err [512] = "";
+    int rc = 0;
+    gw_template_t *t = s_open_template (self, &rc);
+    if (!t)
+        return rc;
     gw_vm_config_t c = self->cfg;
     char top [NAME_MAX + 1];
     if (self->chain_dir && gw_chain_top (self->chain_dir, top, sizeof top) == 0) {
@@ -168,10 +186,10 @@ s_restore (gw_vmstart_t *self, gw_vmstart_result_t *res)
         gw_template_destroy (&t);
         return -ECANCELED;
     }
-    t0 = ch_clock_mono_ms ();                   //  the restore's own time, not the line's
-    gw_vm_t *vm = gw_template_restore (t, &c, S_RESTORE_MS, err, sizeof err);
+    int64_t t0 = ch_clock_mono_ms ();           //  the restore's own time, not the line's
+    gw_vm_t *vm = gw_template_restore (t, &c, s_step_ms (self), err, sizeof err);
     int64_t t_run = ch_clock_mono_ms ();
-    rc = vm ? gw_template_reseed (vm, S_RESTORE_MS, &res->init, &res->kernel_fd, err,
+    rc = vm ? gw_template_reseed (vm, s_step_ms (self), &res->init, &res->kernel_fd, err,
                                   sizeof err) : -EIO;
     gw_admit_leave (self->admit);
     if (rc < 0)
@@ -207,12 +225,12 @@ s_resume (gw_vmstart_t *self, gw_vmstart_result_t *res)
         gw_snapstore_destroy (&store);
         return -ECANCELED;
     }
-    gw_vm_t *vm = ref ? gw_vmsave_resume (ref, &self->cfg, S_RESTORE_MS * 4, err, errlen) : NULL;
+    gw_vm_t *vm = ref ? gw_vmsave_resume (ref, &self->cfg, s_step_ms (self) * 4, err, errlen) : NULL;
     gw_snapref_destroy (&ref);
     gw_snapstore_destroy (&store);
     rc = !vm ? -EIO : self->keep_seeds
-       ? gw_template_rehello (vm, S_RESTORE_MS, &res->init, &res->kernel_fd, err, errlen)
-       : gw_template_reseed (vm, S_RESTORE_MS, &res->init, &res->kernel_fd, err, errlen);
+       ? gw_template_rehello (vm, s_step_ms (self), &res->init, &res->kernel_fd, err, errlen)
+       : gw_template_reseed (vm, s_step_ms (self), &res->init, &res->kernel_fd, err, errlen);
     gw_admit_leave (self->admit);
     if (rc < 0) {
         gw_log (GW_LOG_ERROR, "vm.resume_failed", "snapshot=%s reason=\"%s\"", self->snapshot,

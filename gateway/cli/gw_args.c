@@ -138,6 +138,10 @@ static const gw_opt_t s_table [GW_OPT_COUNT] = {
     [GW_OPT_ADMIT] = { "admit", GW_OPTKIND_SIZE, 0, 4096, 0, S_MV, "N",
         "restores and resumes on this host run N at a time, the rest waiting in line "
         "(default: four per CPU; 0: no line; docs/sessions.md)" },
+    [GW_OPT_START_TIMEOUT] = { "start-timeout", GW_OPTKIND_SECONDS, 0, 0, 0, S_MV, "S",
+        "each step of a restore or resume (the snapshot loaded, init's and the kernel's "
+        "answers) may take S seconds before the guest is judged stuck; one kept off the CPUs "
+        "waits on, up to 12 times that (default 5)" },
     [GW_OPT_HELP] = { "help", GW_OPTKIND_FLAG, 0, 0, 0, S_MAIN, NULL, "print this and exit" },
 };
 
@@ -249,6 +253,22 @@ s_store (gw_args_t *args, gw_opt_id_t id, unsigned long long v)
     }
 }
 
+//  Where a GW_OPTKIND_SECONDS option's value goes.
+static double *
+s_seconds_slot (gw_args_t *args, gw_opt_id_t id)
+{
+    return id == GW_OPT_IDLE_PAUSE ? &args->idle_pause
+         : id == GW_OPT_IDLE_TIMEOUT ? &args->idle_timeout
+         : id == GW_OPT_TTL ? &args->ttl
+         : id == GW_OPT_SNAPSHOT_MAX_AGE ? &args->snapshot_max_age
+         : id == GW_OPT_CPUS ? &args->cpus
+         : id == GW_OPT_LEASE_TTL ? &args->lease_ttl
+         : id == GW_OPT_CHECKPOINT_EVERY ? &args->checkpoint_every
+         : id == GW_OPT_LEASE_WAIT ? &args->lease_wait
+         : id == GW_OPT_START_TIMEOUT ? &args->start_timeout
+         : &args->cell_timeout;
+}
+
 static int
 s_parse_value (gw_args_t *args, gw_opt_id_t id, const char *val)
 {
@@ -262,15 +282,7 @@ s_parse_value (gw_args_t *args, gw_opt_id_t id, const char *val)
             s_store (args, id, v);
             break;
         case GW_OPTKIND_SECONDS: {
-            double *slot = id == GW_OPT_IDLE_PAUSE ? &args->idle_pause
-                         : id == GW_OPT_IDLE_TIMEOUT ? &args->idle_timeout
-                         : id == GW_OPT_TTL ? &args->ttl
-                         : id == GW_OPT_SNAPSHOT_MAX_AGE ? &args->snapshot_max_age
-                         : id == GW_OPT_CPUS ? &args->cpus
-                         : id == GW_OPT_LEASE_TTL ? &args->lease_ttl
-                         : id == GW_OPT_CHECKPOINT_EVERY ? &args->checkpoint_every
-                         : id == GW_OPT_LEASE_WAIT ? &args->lease_wait
-                         : &args->cell_timeout;
+            double *slot = s_seconds_slot (args, id);
             *slot = strtod (val, &end);
             if (end == val || *end || !(*slot >= 0) || *slot > 1e9
             ||  (id == GW_OPT_CPUS && *slot && (*slot < 0.01 || *slot > 1024)))

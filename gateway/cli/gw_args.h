@@ -37,7 +37,7 @@ typedef enum {
     GW_OPT_IDLE_TIMEOUT, GW_OPT_TTL, GW_OPT_SNAPSHOT_DIR, GW_OPT_FROM_SNAPSHOT, GW_OPT_SNAPSHOT_GC,
     GW_OPT_SNAPSHOT_MAX_AGE, GW_OPT_SNAPSHOT_MAX_BYTES, GW_OPT_JAIL, GW_OPT_JAIL_UID_BASE,
     GW_OPT_CPUS, GW_OPT_PROTOCOL, GW_OPT_SHARE_CWD, GW_OPT_SHARE_MAX, GW_OPT_USER, GW_OPT_DISK_BPS, GW_OPT_DISK_IOPS,
-    GW_OPT_SESSION_NAME, GW_OPT_LEASE_TTL, GW_OPT_CHECKPOINT_EVERY, GW_OPT_LEASE_WAIT, GW_OPT_ADMIT, GW_OPT_HELP, GW_OPT_COUNT
+    GW_OPT_SESSION_NAME, GW_OPT_LEASE_TTL, GW_OPT_CHECKPOINT_EVERY, GW_OPT_LEASE_WAIT, GW_OPT_ADMIT, GW_OPT_START_TIMEOUT, GW_OPT_HELP, GW_OPT_COUNT
 } gw_opt_id_t;
 
 //  How a value is checked and where it goes.
@@ -72,7 +72,7 @@ typedef struct {
     size_t max_msg;
     uint32_t max_frame;
     double cell_timeout, idle_pause, idle_timeout, ttl, snapshot_max_age, cpus, lease_ttl;
-    double checkpoint_every, lease_wait;
+    double checkpoint_every, lease_wait, start_timeout;
     unsigned long long snapshot_max_bytes;
     unsigned memory_mib, vcpus, pool, pool_budget_mib, pool_idle_s, jail_uid_base, admit;
     unsigned long long disk_bps, disk_iops;

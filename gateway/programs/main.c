@@ -157,6 +157,10 @@ s_admission (const gw_args_t *args, const gw_vm_config_t *cfg, gw_microvm_opts_t
                                                           : 4 * gw_admit_default_slots ();
     if (root && snprintf (dir, sizeof dir, "%s/admission", root) < (int) sizeof dir)
         opts->admit_dir = dir;
+    if (args->start_timeout > 0)
+        opts->start_timeout_ms = args->start_timeout * 1000 < 1 ? 1
+                               : args->start_timeout > 86400 ? 86400000
+                               : (int) (args->start_timeout * 1000);
 }
 
 static gw_backend_t *
