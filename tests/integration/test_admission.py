@@ -85,12 +85,12 @@ STARVE = HERE / "starve_launcher.py"
 @pytest.mark.slow
 def test_a_restore_kept_off_the_cpus_is_waited_for_and_not_cold_booted(tmp_path):
     """The gateway and its QEMU on CPU 0, beside a spinning process in a cpu cgroup weighing 8
-    VMs (starve_launcher.py), with each step of a restore allowed 2 s (--start-timeout): the
+    VMs (starve_launcher.py), with each step of a restore allowed 1 s (--start-timeout): the
     guest gets a few percent of a CPU, its restore runs past that, and the start waits on,
     because the guest was waiting for a CPU and not stuck."""
     require_image()
     s = Session("cellvm", launcher=[HOST_PYTHON, STARVE, tmp_path],
-                extra_args=["--start-timeout", "2"])
+                extra_args=["--start-timeout", "1"])
     spinner = None
     try:
         s.start(wait=False)

@@ -345,9 +345,13 @@ def test_a_restart_whose_store_write_fails_keeps_workspace_on_its_host(tmp_path,
         (store / "workspace-conv-7").rmdir()
         # The relaunch with the same connection file on the same host adopts it. jupyter_client
         # launches only on local addresses: the gateway binds every address of its host, as at
-        # its first start (sessions.Session), and the client keeps the host's.
+        # its first start (sessions.Session), and the client keeps the host's. The gateway has
+        # exited already, so this is the restart of a kernel that is gone (now=True, as Jupyter
+        # Server's restarter does it): now=False would send a shutdown_request that waits in
+        # the client's control socket, and reaches the new gateway if it binds within the
+        # socket's linger.
         a.km.ip = "0.0.0.0"
-        a.km.restart_kernel(now=False)
+        a.km.restart_kernel(now=True)
         a.km.ip = hosts.addr["hosta"]
         a.kc.wait_for_ready(timeout=READY_TIMEOUT)
         a.track()
