@@ -156,7 +156,8 @@ s_init_hello_once (gw_drive_t *self, const json_t *extra, const uint8_t *buf, si
     json_t *c = ch_hello_driver (CH_PROTO_INIT, "cellvm-gateway", 0);
     if (extra)
         json_object_update (c, (json_t *) extra);
-    int wait = s_left_ms (self) < S_HELLO_REPEAT_MS ? s_left_ms (self) : S_HELLO_REPEAT_MS;
+    int left = s_left_ms (self);
+    int wait = left < S_HELLO_REPEAT_MS ? left : S_HELLO_REPEAT_MS;
     return gw_init_call (self->init, "hello", &c, buf, len, wait, reply_p);
 }
 
@@ -285,9 +286,10 @@ s_wait (gw_drive_t *self, s_want_t *want, size_t n)
             return -EPIPE;
         if (gw_chan_wants_write (self->chan))
             p [0].events |= POLLOUT;
-        if (s_left_ms (self) <= 0)
+        int left = s_left_ms (self);         //  past the deadline, this reads /proc: once
+        if (left <= 0)
             return -ETIMEDOUT;
-        poll (p, 2, s_left_ms (self));
+        poll (p, 2, left);
         if (p [1].revents && s_kernel_died (self))
             return -ECONNRESET;
         const char *why = NULL;

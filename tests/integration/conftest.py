@@ -173,17 +173,18 @@ def _slow_lines(lg):
 
 
 def _check_reactor(item, rep, watch):
-    lines = [(lg, line) for lg in sessions.LOGS for line in _slow_lines(lg)]
-    new = [(lg, line) for lg, line in lines if sessions.slow_turn_fault(line)]
-    host = [f"{lg.name}: {line}" for lg, line in lines if not sessions.slow_turn_fault(line)]
+    lines = [(lg, line, sessions.slow_turn_fault(line))
+             for lg in sessions.LOGS for line in _slow_lines(lg)]
+    new = [(lg, line, fault) for lg, line, fault in lines if fault]
+    host = [f"{lg.name}: {line}" for lg, line, fault in lines if not fault]
     if host:
         rep.sections.append(("reactor.slow (the host's: blocked under "
                              f"{sessions.BLOCKED_MS} ms, own work under {sessions.WATCHDOG_MS})",
                              "\n".join(host)))
     if not new:
         return
-    watch.slow += new
-    text = "\n".join(f"{lg.name}: {line} ({sessions.slow_turn_fault(line)})" for lg, line in new)
+    watch.slow += [(lg, line) for lg, line, _ in new]
+    text = "\n".join(f"{lg.name}: {line} ({fault})" for lg, line, fault in new)
     marker = item.get_closest_marker("allow_slow_reactor")
     reason = marker and (marker.kwargs.get("reason") or (marker.args[0] if marker.args else ""))
     if reason:
