@@ -321,7 +321,7 @@ s_get_chunk (void *ctx, const char *path, uint64_t offset, size_t len, gw_chunk_
 static void
 s_cancel_chunks (void *ctx)
 {
-    gw_worker_cancel (((s_local_t *) ctx)->worker, NULL, s_op_free);
+    gw_worker_cancel (((s_local_t *) ctx)->worker, NULL, NULL, s_op_free);
 }
 
 static int

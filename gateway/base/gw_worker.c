@@ -168,14 +168,20 @@ gw_worker_drain (gw_worker_t *self)
     }
 }
 
-//  Mark the jobs of q for arg; queued ones (todo) go at once.
+static bool
+s_matches (const s_job_t *job, gw_work_fn *work, void *arg)
+{
+    return (!work || job->work == work) && (!arg || job->arg == arg);
+}
+
+//  Mark the jobs of q for work and arg; queued ones (todo) go at once.
 static void
-s_cancel_in (s_queue_t *q, void *arg, void (*release) (void *), bool drop)
+s_cancel_in (s_queue_t *q, gw_work_fn *work, void *arg, void (*release) (void *), bool drop)
 {
     s_job_t **pp = &q->head, *last = NULL;
     while (*pp) {
         s_job_t *job = *pp;
-        if ((arg && job->arg != arg) || job->cancelled) {
+        if (!s_matches (job, work, arg) || job->cancelled) {
             last = job;
             pp = &job->next;
             continue;
@@ -194,13 +200,13 @@ s_cancel_in (s_queue_t *q, void *arg, void (*release) (void *), bool drop)
 }
 
 void
-gw_worker_cancel (gw_worker_t *self, void *arg, void (*release) (void *arg))
+gw_worker_cancel (gw_worker_t *self, gw_work_fn *work, void *arg, void (*release) (void *arg))
 {
     assert (self);
     pthread_mutex_lock (&self->lock);
-    s_cancel_in (&self->todo, arg, release, true);
-    s_cancel_in (&self->finished, arg, release, false);
-    if (self->running && (!arg || self->running->arg == arg) && !self->running->cancelled) {
+    s_cancel_in (&self->todo, work, arg, release, true);
+    s_cancel_in (&self->finished, work, arg, release, false);
+    if (self->running && s_matches (self->running, work, arg) && !self->running->cancelled) {
         self->running->cancelled = true;
         self->running->release = release;
     }

@@ -31,9 +31,12 @@ void gw_worker_submit (gw_worker_t *self, gw_work_fn *work, gw_work_done_fn *don
 //  Run the done callback of every finished job.
 void gw_worker_drain (gw_worker_t *self);
 
-//  Forget every job whose arg is arg or, with arg NULL, every job: queued
-//  ones never run, a running one finishes but its done never runs. Each
-//  forgotten arg is released with release (NULL: left alone).
-void gw_worker_cancel (gw_worker_t *self, void *arg, void (*release) (void *arg));
+//  Forget every job of work (NULL: of any work) whose arg is arg (NULL: any
+//  arg): queued ones never run, a running one finishes but its done never
+//  runs. Each forgotten arg is released with release (NULL: left alone).
+//  Modules that share a worker name their own work, so that one never
+//  releases another's arg its own way.
+void gw_worker_cancel (gw_worker_t *self, gw_work_fn *work, void *arg,
+                       void (*release) (void *arg));
 
 #endif

@@ -99,6 +99,7 @@ s_take (s_walk_t *w, const char *rel, uint8_t *data, size_t len)
 }
 
 static void s_walk_dir (s_walk_t *w, int dfd, const char *prefix, unsigned depth);
+static void s_walk_job (void *arg);
 
 //  One entry of a directory: a file taken, a directory walked, or counted out.
 static void
@@ -243,7 +244,7 @@ void
 gw_share_stop (gw_share_t *self)
 {
     if (self->job) {
-        gw_worker_cancel (self->worker, self->job, s_job_free);
+        gw_worker_cancel (self->worker, s_walk_job, self->job, s_job_free);
         self->job = NULL;
     }
     gw_xfer_destroy (&self->xfer);

@@ -30,7 +30,8 @@ typedef struct s_op_t {
     void *arg;
 } s_op_t;
 
-//  A chunk on its way into a host file, on the worker's thread.
+//  A chunk on its way into a host file, on the worker's thread; or, with fd
+//  -1, a put's finished buffer to release there.
 typedef struct {
     gw_xfer_t *xfer;
     int fd;
@@ -38,7 +39,14 @@ typedef struct {
     size_t len;
     int err;                                    //  errno of a failed write, 0: ok
     bool eof;                                   //  the last chunk
+    uint8_t *spent;                             //  released on the worker thread
+    ch_free_fn *spent_free;
+    void *spent_hint;
 } s_write_t;
+
+//  Releasing a buffer this large unmaps thousands of pages: tens of ms that
+//  the reactor, with a heartbeat and output to serve, must not spend.
+#define S_RELEASE_OFF_REACTOR (1u << 20)
 
 struct _gw_xfer_t {
     gw_backend_t *backend;                      //  borrowed
@@ -51,6 +59,8 @@ struct _gw_xfer_t {
 
 static void s_run (gw_xfer_t *self);
 static void s_write_free (void *arg);
+static void s_write_work (void *arg);
+static void s_write_done (void *arg);
 
 gw_xfer_t *
 gw_xfer_new (gw_backend_t *backend, gw_worker_t *worker)
@@ -86,7 +96,7 @@ gw_xfer_destroy (gw_xfer_t **self_p)
         return;
     if (self->in_flight)
         gw_backend_cancel_chunks (self->backend);
-    gw_worker_cancel (self->worker, NULL, s_write_free);
+    gw_worker_cancel (self->worker, s_write_work, NULL, s_write_free);
     while (self->head) {
         s_op_t *op = self->head;
         self->head = op->next;
@@ -123,6 +133,23 @@ s_op_new (gw_xfer_t *self, bool put, const char *path, gw_xfer_done_fn *done, vo
     return op;
 }
 
+//  A get hands its bytes to its owner; a large put's bytes go to the worker,
+//  which releases them off the reactor.
+static void
+s_release_later (gw_xfer_t *self, s_op_t *op)
+{
+    if (op->put) {
+        s_write_t *w = calloc (1, sizeof *w);
+        if (!w)
+            abort ();
+        *w = (s_write_t) { .xfer = self, .fd = -1, .spent = op->data,
+                           .spent_free = op->free_fn, .spent_hint = op->hint };
+        gw_worker_submit (self->worker, s_write_work, s_write_done, w);
+    }
+    op->data = NULL;
+    op->free_fn = NULL;
+}
+
 //  The head transfer is over: hand its result to its owner, start the next.
 static void
 s_finish (gw_xfer_t *self, json_t *content)
@@ -135,8 +162,8 @@ s_finish (gw_xfer_t *self, json_t *content)
     self->in_flight = false;
     uint8_t *data = op->put ? NULL : op->data;
     size_t len = op->put ? 0 : op->len;
-    if (!op->put)
-        op->data = NULL;
+    if (!op->put || op->len >= S_RELEASE_OFF_REACTOR)
+        s_release_later (self, op);
     op->done (op->arg, &content, &data, len);
     json_decref (content);
     free (data);
@@ -198,15 +225,21 @@ s_write_free (void *arg)
 {
     s_write_t *w = arg;
     free (w->data);
+    if (w->spent)
+        ch_buf_release (w->spent, w->spent_free, w->spent_hint);
     free (w);
 }
 
-//  On the worker thread: the chunk into the host file.
+//  On the worker thread: the chunk into the host file, or a buffer released.
 static void
 s_write_work (void *arg)
 {
     s_write_t *w = arg;
-    w->err = -ch_write_bytes (w->fd, w->data, w->len);
+    if (w->fd >= 0)
+        w->err = -ch_write_bytes (w->fd, w->data, w->len);
+    if (w->spent)
+        ch_buf_release (w->spent, w->spent_free, w->spent_hint);
+    w->spent = NULL;
 }
 
 //  Back on the reactor: the chunk is in the file; on to the next one.
@@ -215,6 +248,10 @@ s_write_done (void *arg)
 {
     s_write_t *w = arg;
     gw_xfer_t *self = w->xfer;
+    if (w->fd < 0) {
+        s_write_free (w);                       //  a release: the transfer went on
+        return;
+    }
     self->in_flight = false;
     if (w->err) {
         char why [200];
@@ -339,7 +376,7 @@ gw_xfer_abort (gw_xfer_t *self, const char *why)
     assert (self && why);
     if (self->in_flight)
         gw_backend_cancel_chunks (self->backend);
-    gw_worker_cancel (self->worker, NULL, s_write_free);
+    gw_worker_cancel (self->worker, s_write_work, NULL, s_write_free);
     self->in_flight = false;
     self->running = true;                       //  a done must not start the next
     while (self->head)

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <openssl/evp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,6 +300,53 @@ test_gw_xfer_get_into_a_file_writes_on_the_worker (void **state)
     json_decref (r.content);
 }
 
+//  Which thread released a put's buffer.
+typedef struct {
+    pthread_t by;
+    int calls;
+} released_t;
+
+static void
+s_release (void *data, void *hint)
+{
+    released_t *r = hint;
+    r->by = pthread_self ();
+    r->calls++;
+    free (data);
+}
+
+static void
+test_gw_xfer_a_large_puts_bytes_are_released_on_the_worker (void **state)
+{
+    fixture_t *f = *state;
+    result_t r = { 0 };
+    released_t rel = { 0 };
+    gw_xfer_put (f->xfer, "f", false, calloc (1, 2 * MIB), 2 * MIB, s_release, &rel, s_done, &r);
+    s_complete (&f->mock);
+    assert_int_equal (r.calls, 1);              //  the owner hears at once
+    s_drain (f->worker);
+    assert_int_equal (rel.calls, 1);
+    assert_false (pthread_equal (rel.by, pthread_self ()));
+    json_decref (r.content);
+}
+
+static void s_foreign_work (void *arg) { (void) arg; }
+static void s_foreign_done (void *arg) { ++*(int *) arg; }
+
+static void
+test_gw_xfer_abort_leaves_another_modules_job_on_the_worker (void **state)
+{
+    fixture_t *f = *state;
+    int foreign = 0;
+    result_t r = { 0 };
+    gw_worker_submit (f->worker, s_foreign_work, s_foreign_done, &foreign);
+    gw_xfer_put (f->xfer, "f", false, calloc (1, 9 * MIB), 9 * MIB, NULL, NULL, s_done, &r);
+    gw_xfer_abort (f->xfer, "the kernel died");
+    s_drain (f->worker);
+    assert_int_equal (foreign, 1);              //  its done ran: nobody freed its arg
+    json_decref (r.content);
+}
+
 int
 main (void)
 {
@@ -314,6 +362,10 @@ main (void)
         cmocka_unit_test_setup_teardown (test_gw_xfer_abort_ends_everything_now_and_cancels_the_chunk,
                                          s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_gw_xfer_get_into_a_file_writes_on_the_worker,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_gw_xfer_a_large_puts_bytes_are_released_on_the_worker,
+                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_gw_xfer_abort_leaves_another_modules_job_on_the_worker,
                                          s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
