@@ -112,9 +112,11 @@ $(B)/cellvm-remote: $(B)/obj/gateway/programs/remote.o $(GW_OBJ)
 
 # Every unit test links the shared test helpers (tests/unit/tu.h); the
 # gateway tests also link TU_GW_OBJ: the helpers that need its types
-# (tu_gw.h) and the microvm backend's mock VMs and drivers (tu_microvm.h).
+# (tu_gw.h), the microvm backend's mock VMs and drivers (tu_microvm.h) and
+# the snapshot tests' migration streams (tu_migstream.h).
 TU_OBJ := $(B)/obj/tests/unit/tu.o
-TU_GW_OBJ := $(B)/obj/tests/unit/tu_gw.o $(B)/obj/tests/unit/tu_microvm.o $(B)/obj/tests/unit/tu_session.o
+TU_GW_OBJ := $(B)/obj/tests/unit/tu_gw.o $(B)/obj/tests/unit/tu_microvm.o $(B)/obj/tests/unit/tu_session.o \
+             $(B)/obj/tests/unit/tu_migstream.o
 # Built through a pattern rule, so make would delete them as intermediates.
 .SECONDARY: $(TU_OBJ) $(TU_GW_OBJ)
 $(B)/tests/test_ch_%: tests/unit/test_ch_%.c $(CH_OBJ) $(TU_OBJ)

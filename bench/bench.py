@@ -40,7 +40,8 @@ that section alone (as `bench/mcp_bench.py` does), BENCH_MOVE=0 to skip the
 move section (a remote launch, a drain and resume on another host, checkpoints:
 move_bench.py), BENCH_ONLY=move to run that section alone, BENCH_BURST=0 to skip the burst
 section (N sessions started at once with and without the admission line: burst_bench.py),
-BENCH_ONLY=burst to run that section alone.
+BENCH_ONLY=burst to run that section alone, BENCH_RAM=0 to skip resume and fork against live
+memory (the RAM layouts side by side: ram_bench.py), BENCH_ONLY=ram to run that alone.
 
 The start-path section derives three kernelspecs from the `cellvm` one
 (same gateway and image): `--no-templates` (cold boot), the default
@@ -545,7 +546,7 @@ def main():
             "print_lines": PRINT_LINES, "lines_MB": LINES_MB, "one_write_MB": BIG_WRITE_MB,
             "first_use_timeout_s": FIRST_USE_TIMEOUT, "output_timeout_s": OUTPUT_TIMEOUT,
             "store_history": True}
-    snap = sess = mcp = move = burst = None
+    snap = sess = mcp = move = burst = ram = None
     if "cellvm" in kernels and os.environ.get("BENCH_SNAPSHOTS", "1") != "0" and not only:
         snap = bench_start_paths()
     if os.environ.get("BENCH_SESSIONS", "1") != "0" and only in (None, "sessions"):
@@ -560,6 +561,9 @@ def main():
     if os.environ.get("BENCH_BURST", "1") != "0" and only in (None, "burst"):
         import burst_bench
         burst = burst_bench.bench_burst(kernels)
+    if os.environ.get("BENCH_RAM", "1") != "0" and only in (None, "ram"):
+        import ram_bench
+        ram = ram_bench.bench_ram(kernels)
     rows = []
     for k in (kernels if not only else []):
         print(f"bench: {k} ...", file=sys.stderr, flush=True)
@@ -599,16 +603,19 @@ def main():
     if burst:
         import burst_bench
         burst_bench.print_burst(burst)
+    if ram:
+        import ram_bench
+        ram_bench.print_ram(ram)
     if rows:
         print_table(rows, (prev or {}).get("results"))
     result = {"meta": meta, "results": rows, "start_paths": snap, "sessions": sess, "mcp": mcp,
-              "move": move, "burst": burst}
+              "move": move, "burst": burst, "ram": ram}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     with open(history, "a") as f:
         f.write(json.dumps(result) + "\n")
     print(f"results: {out} (and a line in {history.name})")
-    failed = [f"{r['kernel']}: {k}: {v}" for r in rows + [x for x in (sess, mcp, move) if x]
+    failed = [f"{r['kernel']}: {k}: {v}" for r in rows + [x for x in (sess, mcp, move, ram) if x]
               for k, v in r["failures"].items() if v.startswith("FAIL")]
     if failed:
         print("bench: FAILED:\n  " + "\n  ".join(failed), file=sys.stderr)

@@ -9,6 +9,7 @@
     unit tests run all of this on mock VMs.
 */
 #include "backend/gw_backend_microvm.h"
+#include "base/gw_readlease.h"
 #include "backend/gw_microvm_int.h"
 #include "disk/gw_chain.h"
 #include "guest/gw_init.h"
@@ -356,6 +357,7 @@ static int
 s_on_event (void *ctx)
 {
     s_self_t *self = ctx;
+    gw_readlease_dispatch ();                   //  a RAM file's writer stops its VM first
     s_on_tick (self);
     int died = 0, n = 0, rc = self->init ? gw_init_flush (self->init) : 0;
     if (self->init)
@@ -724,6 +726,22 @@ s_borrow_console (void *ctx, int pid, const char *path, int *fd_p)
     return priv ? gw_priv_console (priv, pid, path, fd_p) : gw_fdborrow (pid, path, fd_p);
 }
 
+//  The backend's own epoll: its timer, and the lease signal (a RAM file's
+//  writer waits for the VM that maps it to stop).
+static int
+s_open_events (s_self_t *self, char *err, size_t errlen)
+{
+    self->epfd = epoll_create1 (EPOLL_CLOEXEC);
+    self->timerfd = timerfd_create (CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    int leases = gw_readlease_signal_fd ();
+    if (self->epfd < 0 || s_watch (self->epfd, self->timerfd) < 0
+    ||  (leases >= 0 && s_watch (self->epfd, leases) < 0)) {
+        snprintf (err, errlen, "epoll/timerfd: %s", strerror (errno));
+        return -EIO;
+    }
+    return 0;
+}
+
 gw_backend_t *
 gw_backend_microvm_new_opts (const gw_vm_config_t *cfg, const gw_microvm_opts_t *opts,
                              char *err, size_t errlen)
@@ -741,12 +759,8 @@ gw_backend_microvm_new_opts (const gw_vm_config_t *cfg, const gw_microvm_opts_t 
     self->chunk_ms = self->seam.chunk_ms ? self->seam.chunk_ms : S_CHUNK_MS;
     self->kernel_fd = -1;
     self->watch = gw_watch_new (s_borrow_console, NULL);
-    self->epfd = epoll_create1 (EPOLL_CLOEXEC);
-    self->timerfd = timerfd_create (CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (self->epfd < 0 || s_watch (self->epfd, self->timerfd) < 0) {
-        snprintf (err, errlen, "epoll/timerfd: %s", strerror (errno));
+    if (s_open_events (self, err, errlen) < 0)
         goto fail;
-    }
     if (s_choose_accel (self, err, errlen) < 0)
         goto fail;
     self->starter = gw_vmstart_new (&self->cfg, opts);

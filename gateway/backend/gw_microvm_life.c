@@ -319,9 +319,10 @@ gw_microvm__on_save (s_self_t *self)
         s_hold_paused (self);
     }
     if (rc == 0)
-        reply = json_pack ("{s:s, s:s, s:I, s:I, s:I}", "status", "ok", "name", self->save_name,
-                           "bytes", (json_int_t) out.bytes, "ms", (json_int_t) out.ms,
-                           "pause_ms", (json_int_t) out.pause_ms);
+        reply = json_pack ("{s:s, s:s, s:I, s:I, s:I, s:I}", "status", "ok", "name",
+                           self->save_name, "bytes", (json_int_t) out.bytes, "ms",
+                           (json_int_t) out.ms, "pause_ms", (json_int_t) out.pause_ms,
+                           "split_ms", (json_int_t) out.split_ms);
     done (self->save_arg, rc, reply, NULL, 0, err);
     json_decref (reply);
 }

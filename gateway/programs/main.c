@@ -24,6 +24,7 @@
 #include "wire/gw_listen.h"
 #include "base/gw_admit.h"
 #include "base/gw_log.h"
+#include "base/gw_readlease.h"
 #include "jail/gw_priv.h"
 #include "vm/gw_vm.h"
 #include "server/gw_server.h"
@@ -95,7 +96,9 @@ s_setup_signals (void)
     sa.sa_handler = SIG_DFL;
     sigaction (SIGTERM, &sa, NULL);
     sigaction (SIGCHLD, &sa, NULL);
-    return ch_sig_fd ((const int []) { SIGTERM, SIGHUP, SIGCHLD, 0 }, true);
+    int fd = ch_sig_fd ((const int []) { SIGTERM, SIGHUP, SIGCHLD, 0 }, true);
+    gw_readlease_block_signal ();               //  lease breaks: their own signalfd
+    return fd;
 }
 
 //  --artifacts-dir, or $XDG_DATA_HOME/cellvm/artifacts, or ~/.local/share/...

@@ -371,6 +371,17 @@ s_restart (gw_session_t *self)
     s_schedule_restart (self, err);
 }
 
+//  The kernel died between cells: say why on stderr, with no parent, as a
+//  session's end does, or a client sees only `restarting`.
+static void
+s_say_idle_death (gw_session_t *self, const char *text)
+{
+    char line [900];
+    snprintf (line, sizeof line, "cellvm: the kernel died between cells: %s\n", text);
+    json_t *stream = json_pack ("{s:s, s:s}", "name", "stderr", "text", line);
+    gw_out_new_msg (self->out, CH_IOPUB, NULL, "stream", NULL, &stream);
+}
+
 static void
 s_kernel_ended (gw_session_t *self, const gw_exit_t *ex)
 {
@@ -387,6 +398,8 @@ s_kernel_ended (gw_session_t *self, const gw_exit_t *ex)
     s_describe (self, ex, text, sizeof text);
     gw_log (GW_LOG_WARN, "kernel.died", "exit_code=%d signal=%d ready=%s",
             ex->exit_code, ex->signal, self->hello ? "yes" : "no");
+    if (self->hello && !gw_reqs_running_cell (self->reqs))
+        s_say_idle_death (self, text);          //  no cell's error to carry the words
     s_fail_outstanding (self, text);
     gw_out_status (self->out, NULL, "restarting");
     self->failures = self->hello ? 0 : self->failures + 1;

@@ -15,7 +15,7 @@
 
 struct _gw_snapref_t {
     char name [GW_SNAP_NAME_MAX + 1];
-    char dir [PATH_MAX + 80], state [PATH_MAX + 96], disk [PATH_MAX + 96];
+    char dir [PATH_MAX + 80], state [PATH_MAX + 96], disk [PATH_MAX + 96], ram [PATH_MAX + 96];
     int fd;                                     //  the snapshot directory, holding LOCK_SH
     json_t *meta;                               //  an object
 };
@@ -35,6 +35,7 @@ gw_snapref_new (int *fd_p, json_t **meta_p, const char *store_dir, const char *n
     snprintf (self->dir, sizeof self->dir, "%s/%s", store_dir, name);
     snprintf (self->state, sizeof self->state, "%s/" GW_SNAP_STATE, self->dir);
     snprintf (self->disk, sizeof self->disk, "%s/" GW_SNAP_DISK, self->dir);
+    snprintf (self->ram, sizeof self->ram, "%s/" GW_SNAP_RAM, self->dir);
     return self;
 }
 
@@ -55,6 +56,12 @@ const char *gw_snapref_dir (const gw_snapref_t *self) { return self->dir; }
 json_t *gw_snapref_meta (const gw_snapref_t *self) { return self->meta; }
 const char *gw_snapref_state (const gw_snapref_t *self) { return self->state; }
 const char *gw_snapref_disk (const gw_snapref_t *self) { return self->disk; }
+
+const char *
+gw_snapref_ram (const gw_snapref_t *self)
+{
+    return json_object_get (self->meta, "ram_sha256") ? self->ram : NULL;
+}
 
 //  What a resume must match, as a sentence names it; the unit follows numbers.
 //  old: what a snapshot that predates the field was taken with (NULL: none).
@@ -96,34 +103,53 @@ gw_snapref_mismatch (const gw_snapref_t *self, const json_t *expected, char *why
     return NULL;
 }
 
-//  Each failure says which snapshot and what is wrong, in err.
-int
-gw_snapref_verify_state (const gw_snapref_t *self, char *err, size_t errlen)
+//  file (the state or the RAM) against meta.json's key; each failure says
+//  which snapshot and what is wrong, in err. *hashed: it was hashed now
+//  (its stamp is to be written once every file has passed).
+static int
+s_verify (const gw_snapref_t *self, const char *file, const char *key, const char *what,
+          bool *hashed, char *err, size_t errlen)
 {
-    assert (self);
-    const char *name = gw_snapref_name (self), *state = gw_snapref_state (self);
-    const char *want = json_string_value (json_object_get (gw_snapref_meta (self),
-                                                           "state_sha256"));
+    const char *name = gw_snapref_name (self);
+    const char *want = json_string_value (json_object_get (gw_snapref_meta (self), key));
     char hex [65];
     int rc = -EBADMSG;
     if (!want || strlen (want) != 64) {
-        snprintf (err, errlen, "snapshot \"%s\" is corrupt: meta.json has no state_sha256",
-                  name);
+        snprintf (err, errlen, "snapshot \"%s\" is corrupt: meta.json has no %s", name, key);
         return rc;
     }
-    if (gw_snapstamp_matches (gw_snapref_dir (self), state, want))
+    if (gw_snapstamp_matches (gw_snapref_dir (self), file, want))
         return 0;                               //  hashed before, and unchanged since
     //  O_NONBLOCK: a FIFO swapped in since open hashes as empty, not forever.
-    if ((rc = ch_sha256_file (state, O_NOFOLLOW | O_NONBLOCK, hex, NULL)) < 0) {
-        snprintf (err, errlen, "snapshot \"%s\": its state file cannot be read: %s", name,
+    if ((rc = ch_sha256_file (file, O_NOFOLLOW | O_NONBLOCK, hex, NULL)) < 0) {
+        snprintf (err, errlen, "snapshot \"%s\": its %s file cannot be read: %s", name, what,
                   strerror (-rc));
         return rc;
     }
     if (strcmp (hex, want)) {
-        snprintf (err, errlen, "snapshot \"%s\" is corrupt: its state file's SHA-256 is "
-                  "%.12s..., meta.json says %.12s...", name, hex, want);
+        snprintf (err, errlen, "snapshot \"%s\" is corrupt: its %s file's SHA-256 is "
+                  "%.12s..., meta.json says %.12s...", name, what, hex, want);
         return -EBADMSG;
     }
-    gw_snapstamp_write (gw_snapref_dir (self), state, want);   //  read-only store: next time
+    *hashed = true;
     return 0;
+}
+
+int
+gw_snapref_verify_state (const gw_snapref_t *self, char *err, size_t errlen)
+{
+    assert (self);
+    const json_t *meta = gw_snapref_meta (self);
+    bool state_hashed = false, ram_hashed = false;
+    int rc = s_verify (self, self->state, "state_sha256", "state", &state_hashed, err, errlen);
+    if (rc == 0 && gw_snapref_ram (self))
+        rc = s_verify (self, self->ram, "ram_sha256", "RAM", &ram_hashed, err, errlen);
+    //  Stamps only for a snapshot found whole (a read-only store: next time).
+    if (rc == 0 && state_hashed)
+        gw_snapstamp_write (self->dir, self->state,
+                            json_string_value (json_object_get (meta, "state_sha256")));
+    if (rc == 0 && ram_hashed)
+        gw_snapstamp_write (self->dir, self->ram,
+                            json_string_value (json_object_get (meta, "ram_sha256")));
+    return rc;
 }

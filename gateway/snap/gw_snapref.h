@@ -26,6 +26,8 @@ json_t *gw_snapref_meta (const gw_snapref_t *self);       //  borrowed
 //  Paths of its files (borrowed, absolute).
 const char *gw_snapref_state (const gw_snapref_t *self);
 const char *gw_snapref_disk (const gw_snapref_t *self);
+//  Its guest RAM file (format 2), or NULL: the RAM is in the state stream.
+const char *gw_snapref_ram (const gw_snapref_t *self);
 //  Why meta does not match what this gateway would resume it with
 //  (expected: the same keys as meta, those present are compared:
 //  image_hash, mem_mib, vcpus, cpu, accel, disk_bytes, append, qemu_version),
@@ -36,8 +38,9 @@ const char *gw_snapref_disk (const gw_snapref_t *self);
 //  it, or NULL when it matches (or expected is NULL).
 const char *gw_snapref_mismatch (const gw_snapref_t *self, const json_t *expected,
                                  char *why, size_t cap);
-//  Hash the state file and compare with meta's state_sha256, unless its
-//  stamp (gw_snapstamp) says it was hashed before and is unchanged since.
+//  Hash the state file and compare with meta's state_sha256, and the RAM
+//  file with ram_sha256 when there is one, each unless its stamp
+//  (gw_snapstamp) says it was hashed before and is unchanged since.
 //  0, -EBADMSG with the reason in err, or -errno when it cannot be read.
 //  Blocks (~0.15 s per 300 MB).
 int gw_snapref_verify_state (const gw_snapref_t *self, char *err, size_t errlen);

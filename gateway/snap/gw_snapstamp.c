@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,12 +26,24 @@ s_fingerprint (const char *state, const char *sha)
                       "ctime_ns", (json_int_t) st.st_ctim.tv_nsec);
 }
 
+//  The stamp of state: verified.json for the state file, verified-NAME.json
+//  for another file of the snapshot (its RAM).
+static int
+s_stamp_path (const char *dir, const char *state, char *path, size_t cap)
+{
+    const char *slash = strrchr (state, '/'), *base = slash ? slash + 1 : state;
+    int n = strcmp (base, "state") == 0
+          ? snprintf (path, cap, "%s/" GW_SNAPSTAMP_FILE, dir)
+          : snprintf (path, cap, "%s/verified-%s.json", dir, base);
+    return n > 0 && (size_t) n < cap ? 0 : -ENAMETOOLONG;
+}
+
 bool
 gw_snapstamp_matches (const char *dir, const char *state, const char *sha)
 {
     assert (dir && state && sha);
     char path [PATH_MAX];
-    if (snprintf (path, sizeof path, "%s/" GW_SNAPSTAMP_FILE, dir) >= (int) sizeof path)
+    if (s_stamp_path (dir, state, path, sizeof path) < 0)
         return false;
     json_t *now = s_fingerprint (state, sha);
     json_t *stamp = now ? json_load_file (path, JSON_REJECT_DUPLICATES, NULL) : NULL;
@@ -45,7 +58,7 @@ gw_snapstamp_write (const char *dir, const char *state, const char *sha)
 {
     assert (dir && state && sha);
     char path [PATH_MAX], tmp [PATH_MAX];
-    if (snprintf (path, sizeof path, "%s/" GW_SNAPSTAMP_FILE, dir) >= (int) sizeof path
+    if (s_stamp_path (dir, state, path, sizeof path) < 0
     ||  snprintf (tmp, sizeof tmp, "%s/.verified-%d.tmp", dir, (int) getpid ())
         >= (int) sizeof tmp)
         return -ENAMETOOLONG;

@@ -17,7 +17,7 @@
 #define GW_SNAPSTAMP_H
 #include <stdbool.h>
 
-#define GW_SNAPSTAMP_FILE "verified.json"
+#define GW_SNAPSTAMP_FILE "verified.json"  //  the state's; another file X's: verified-X.json
 
 //  True when dir's stamp says state (a path) hashed to sha and the file is
 //  still that one.

@@ -505,7 +505,8 @@ s_check (int dfd, const char *name, json_t **meta_p, char *err, size_t errlen)
     const json_t *meta = *meta_p;
     json_t *format = json_object_get (meta, "format");
     const char *named = json_string_value (json_object_get (meta, "name"));
-    if (!json_is_integer (format) || json_integer_value (format) != GW_SNAP_FORMAT)
+    if (!json_is_integer (format) || (json_integer_value (format) != GW_SNAP_FORMAT
+                                      && json_integer_value (format) != GW_SNAP_FORMAT_STREAM))
         return s_fail (err, errlen, -EBADMSG, "snapshot \"%s\" has format %lld; this gateway "
                        "reads format %d", name, (long long) json_integer_value (format),
                        GW_SNAP_FORMAT);
@@ -516,6 +517,8 @@ s_check (int dfd, const char *name, json_t **meta_p, char *err, size_t errlen)
     const char *kind = json_string_value (json_object_get (meta, "kind"));
     int rc = kind && strcmp (kind, GW_SNAP_KIND_WORKSPACE) == 0 ? 0
            : s_check_file (dfd, name, meta, GW_SNAP_STATE, "state_bytes", err, errlen);
+    if (rc == 0 && json_object_get (meta, "ram_bytes"))
+        rc = s_check_file (dfd, name, meta, GW_SNAP_RAM, "ram_bytes", err, errlen);
     if (rc == 0)
         rc = s_check_file (dfd, name, meta, GW_SNAP_DISK, "disk_file_bytes", err, errlen);
     int fd = rc == 0 ? openat (dfd, GW_SNAP_DISK, S_FILE_FLAGS) : -1;

@@ -30,9 +30,13 @@
 #include "snap/gw_snapref.h"
 
 #define GW_SNAP_NAME_MAX 64
-#define GW_SNAP_FORMAT 1                        //  meta.json "format"
+//  meta.json "format": 2 keeps guest RAM in its own file (GW_SNAP_RAM, with
+//  "ram_bytes" and "ram_sha256"), 1 in the state stream; both are read.
+#define GW_SNAP_FORMAT 2
+#define GW_SNAP_FORMAT_STREAM 1
 #define GW_SNAP_META "meta.json"
 #define GW_SNAP_STATE "state"
+#define GW_SNAP_RAM "ram"
 #define GW_SNAP_DISK "workspace.qcow2"
 //  meta.json "kind" of an entry holding only a /workspace disk, no VM
 //  state (gw_wsstore): opened without a state file, never resumed.

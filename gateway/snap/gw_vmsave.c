@@ -1,4 +1,5 @@
 /*  gw_vmsave - session snapshots: save and resume (see gw_vmsave.h). */
+#include "snap/gw_snapram.h"
 #include "snap/gw_snapstamp.h"
 #include "snap/gw_vmsave.h"
 #include "ch_util.h"
@@ -167,7 +168,7 @@ s_cmdline_facts (int pid, unsigned *tsc_p, bool *named_p)
 
 static json_t *
 s_meta (const gw_vmsave_req_t *req, const char *staging, const char *qemu_version,
-        char *err, size_t errlen)
+        const char *ram_sha, char *err, size_t errlen)
 {
     char path [PATH_MAX + 32], hex [65];
     off_t state_bytes = 0, disk_bytes = 0;
@@ -184,6 +185,12 @@ s_meta (const gw_vmsave_req_t *req, const char *staging, const char *qemu_versio
     bool named;
     s_cmdline_facts (req->pid, &tsc, &named);
     json_t *meta = gw_vmsave_expected (req->cfg);
+    if (ram_sha) {
+        json_object_set_new (meta, "ram_bytes", json_integer ((json_int_t) req->cfg->mem_mib << 20));
+        json_object_set_new (meta, "ram_sha256", json_string (ram_sha));
+        snprintf (path, sizeof path, "%s/" GW_SNAP_RAM, staging);
+        gw_snapstamp_write (staging, path, ram_sha);
+    }
     json_object_update_new (meta, json_pack ("{s:f, s:s, s:i, s:b, s:I, s:s, s:I}",
         "created", ch_clock_wall_s (), "qemu_version", qemu_version,
         "tsc_khz", (int) tsc, "mem_named", named,
@@ -196,6 +203,43 @@ s_meta (const gw_vmsave_req_t *req, const char *staging, const char *qemu_versio
     return meta;
 }
 
+//  The blocks file holds on disk (a RAM file is sparse), 0 if none.
+static json_int_t
+s_allocated (const char *dir, const char *file)
+{
+    char path [PATH_MAX + 16];
+    struct stat st;
+    snprintf (path, sizeof path, "%s/%s", dir, file);
+    return stat (path, &st) == 0 ? (json_int_t) st.st_blocks * 512 : 0;
+}
+
+//  The guest RAM out of the stream into its own file, when the VM's RAM is
+//  the named backend a resume can map (gw_snapram); else the stream stays
+//  whole and sha stays empty.
+static int
+s_split_ram (const gw_vmsave_req_t *req, const char *staging, char sha [65],
+             gw_vmsave_out_t *out, char *err, size_t errlen)
+{
+    unsigned tsc;
+    bool named;
+    s_cmdline_facts (req->pid, &tsc, &named);
+    //  CELLVM_SNAPSHOT_RAM=stream keeps the old layout: make bench's anchor.
+    const char *mode = getenv ("CELLVM_SNAPSHOT_RAM");
+    if (mode && strcmp (mode, "stream") && strcmp (mode, "file"))
+        gw_log (GW_LOG_WARN, "snapshot.bad_env", "CELLVM_SNAPSHOT_RAM=\"%.40s\" reason=\"not "
+                "stream or file: file it is\"", mode);
+    if (!named || (mode && strcmp (mode, "stream") == 0))
+        return 0;
+    int64_t t0 = ch_clock_mono_ms ();
+    gw_migsplit_stats_t stats;
+    int rc = gw_snapram_split (staging, (uint64_t) req->cfg->mem_mib << 20, sha, &stats, err,
+                               errlen);
+    out->split_ms = ch_clock_mono_ms () - t0;
+    if (rc < 0)
+        sha [0] = '\0';
+    return rc;
+}
+
 int
 gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave_req_t *req,
                     gw_vmsave_out_t *out, char *err, size_t errlen)
@@ -203,7 +247,7 @@ gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave_req
     assert (store && name && req && out);
     memset (out, 0, sizeof *out);
     int64_t t0 = ch_clock_mono_ms ();
-    char staging [PATH_MAX], state [PATH_MAX + 8], version [128] = "";
+    char staging [PATH_MAX], state [PATH_MAX + 8], version [128] = "", ram_sha [65] = "";
     json_t *meta = NULL;
     gw_qmp_t *qmp = NULL;
     int rc = gw_snapstore_stage (store, name, staging, sizeof staging, err, errlen);
@@ -218,14 +262,16 @@ gw_vmsave_snapshot (gw_snapstore_t *store, const char *name, const gw_vmsave_req
     ||  (rc = s_save_vm (qmp, req, state, out, err, errlen)) < 0)
         goto fail;
     gw_qmp_destroy (&qmp);
-    if ((rc = s_flatten (req, staging, err, errlen)) < 0)
+    if ((rc = s_flatten (req, staging, err, errlen)) < 0
+    ||  (rc = s_split_ram (req, staging, ram_sha, out, err, errlen)) < 0)
         goto fail;
-    if (!(meta = s_meta (req, staging, version, err, errlen))) {
+    if (!(meta = s_meta (req, staging, version, ram_sha [0] ? ram_sha : NULL, err, errlen))) {
         rc = -EIO;
         goto fail;
     }
     json_int_t b = json_integer_value (json_object_get (meta, "state_bytes"))
-                 + json_integer_value (json_object_get (meta, "disk_file_bytes"));
+                 + json_integer_value (json_object_get (meta, "disk_file_bytes"))
+                 + s_allocated (staging, GW_SNAP_RAM);
     rc = gw_snapstore_publish (store, staging, name, meta, err, errlen);
     json_decref (meta);
     out->bytes = (uint64_t) b;
@@ -289,6 +335,33 @@ s_load (gw_vm_t *vm, const gw_snapref_t *ref, int timeout_ms, char *err, size_t 
     return rc;
 }
 
+//  A read lease on the snapshot's RAM file, taken before QEMU maps it, and
+//  the file still the one that was hashed (its stamp): nothing can change
+//  it unseen from here on (gw_readlease). NULL with err when it cannot be
+//  trusted; *lease_p stays NULL when the file system has no leases.
+static int
+s_guard_ram (const gw_snapref_t *ref, gw_readlease_t **lease_p, char *err, size_t errlen)
+{
+    const char *ram = gw_snapref_ram (ref);
+    const char *sha = json_string_value (json_object_get (gw_snapref_meta (ref), "ram_sha256"));
+    int rc = 0;
+    char why [400];
+    *lease_p = gw_readlease_new (ram, &rc, why, sizeof why);
+    if (rc == -ENOTSUP || rc == -EINVAL) {
+        gw_log (GW_LOG_WARN, "vm.ram_unguarded", "path=%s reason=\"%s\"", ram, why);
+        rc = 0;
+    }
+    else if (rc < 0)
+        snprintf (err, errlen, "its RAM file cannot be mapped safely: %s", why);
+    if (rc == 0 && sha && !gw_snapstamp_matches (gw_snapref_dir (ref), ram, sha)) {
+        snprintf (err, errlen, "its RAM file changed after it was verified");
+        rc = -EBADMSG;
+    }
+    if (rc < 0)
+        gw_readlease_destroy (lease_p);
+    return rc;
+}
+
 gw_vm_t *
 gw_vmsave_resume (const gw_snapref_t *ref, const gw_vm_config_t *cfg, int timeout_ms,
                   char *err, size_t errlen)
@@ -302,8 +375,10 @@ gw_vmsave_resume (const gw_snapref_t *ref, const gw_vm_config_t *cfg, int timeou
         snprintf (err, errlen, "%s", bad);
         return NULL;
     }
+    gw_readlease_t *lease = NULL;
     gw_vm_config_t c = *cfg;
-    c.mem_path = NULL;
+    c.mem_path = gw_snapref_ram (ref);          //  mapped, copy-on-write; NULL: streamed
+    c.mem_share = false;
     c.mem_named = json_is_true (json_object_get (meta, "mem_named"));
     c.incoming_defer = true;
     c.disk_backing = c.disk_seed = c.disk_chain_dir = c.disk_name = NULL;
@@ -311,15 +386,18 @@ gw_vmsave_resume (const gw_snapref_t *ref, const gw_vm_config_t *cfg, int timeou
     json_int_t tsc = json_integer_value (json_object_get (meta, "tsc_khz"));
     if (tsc > 0 && tsc < 100000000)
         c.tsc_khz = (unsigned) tsc;             //  the source's -append, exactly
-    gw_vm_t *vm = gw_vm_new (&c, err, errlen);
-    int rc = vm ? gw_vm_start (vm, err, errlen) : -EIO;
-    if (rc == 0 && (rc = s_load (vm, ref, timeout_ms, err, errlen)) < 0) {
-        char detail [600];
-        snprintf (detail, sizeof detail, "%s", err);
+    int rc = c.mem_path ? s_guard_ram (ref, &lease, why, sizeof why) : 0;
+    gw_vm_t *vm = rc == 0 ? gw_vm_new (&c, why, sizeof why) : NULL;
+    if (vm && lease)
+        gw_vm_hold_lease (vm, &lease);
+    rc = vm ? gw_vm_start (vm, why, sizeof why) : -EIO;
+    if (rc == 0)
+        rc = s_load (vm, ref, timeout_ms, why, sizeof why);
+    if (rc < 0) {
         snprintf (err, errlen, "snapshot \"%s\" could not be resumed: %s",
-                  gw_snapref_name (ref), detail);
-    }
-    if (rc < 0)
+                  gw_snapref_name (ref), why);
         gw_vm_destroy (&vm);
+    }
+    gw_readlease_destroy (&lease);
     return vm;
 }

@@ -42,7 +42,8 @@ typedef struct {
     char new_top [NAME_MAX + 1];                //  live: the disk's top layer from now on
     int64_t pause_ms;                           //  how long the guest was stopped
     int64_t ms;                                 //  the whole save
-    uint64_t bytes;                             //  the snapshot's files
+    int64_t split_ms;                           //  of it, the RAM put in its own file
+    uint64_t bytes;                             //  the snapshot's files, on disk
 } gw_vmsave_out_t;
 
 //  Save the VM as name in store. 0, or -errno with the reason in err (the

@@ -59,6 +59,8 @@ struct _gw_vm_t {
     gw_priv_jail_t priv_jail;                   //  ... and what it said of the jail
     gw_jail_vm_t priv_vm;                       //  ... and what it was asked to jail
     char death [256];                           //  why QEMU died, when the jail knows
+    gw_readlease_t *ram_lease;                  //  on the RAM file it maps, until reaped
+    char ram_changed [300];                     //  why the gateway stopped it: that file
 };
 
 //  ==========================================================================
@@ -638,6 +640,7 @@ s_reap_priv (gw_vm_t *self, bool block, int *wstatus)
         return -EAGAIN;
     s_log_exit (self, status);
     self->pid = 0;
+    gw_readlease_destroy (&self->ram_lease);
     if (self->pidfd >= 0)
         close (self->pidfd);
     self->pidfd = -1;
@@ -669,6 +672,7 @@ gw_vm_reap (gw_vm_t *self, int *wstatus)
     if (self->jail)
         gw_jail_reaped (self->jail, status, self->death, sizeof self->death);
     self->pid = 0;
+    gw_readlease_destroy (&self->ram_lease);
     if (wstatus)
         *wstatus = status;
     return 0;
@@ -694,6 +698,7 @@ gw_vm_destroy (gw_vm_t **self_p)
     }
     if (self->pidfd >= 0)
         close (self->pidfd);
+    gw_readlease_destroy (&self->ram_lease);     //  QEMU is gone: a waiting writer proceeds
     gw_jail_destroy (&self->jail);
     gw_rundir_destroy (&self->dir);
     gw_vmargv_destroy (&self->argv);
@@ -707,7 +712,30 @@ const char *
 gw_vm_death (gw_vm_t *self)
 {
     assert (self);
-    return self->death;
+    return self->ram_changed [0] ? self->ram_changed : self->death;
+}
+
+//  A writer waits for the RAM file: the guest must never read what it
+//  writes, so QEMU goes first; the lease goes when QEMU is reaped.
+static void
+s_ram_changing (void *arg)
+{
+    gw_vm_t *self = arg;
+    snprintf (self->ram_changed, sizeof self->ram_changed, "the RAM file this VM maps (%.120s) "
+              "was opened for writing or truncated by another process; the gateway stopped the "
+              "VM before it could read changed memory", self->cfg.mem_path);
+    gw_log (GW_LOG_ERROR, "vm.ram_changed", "pid=%d path=%s", (int) self->pid,
+            self->cfg.mem_path);
+    gw_vm_kill (self);
+}
+
+void
+gw_vm_hold_lease (gw_vm_t *self, gw_readlease_t **lease_p)
+{
+    assert (self && lease_p && *lease_p && !self->ram_lease);
+    self->ram_lease = *lease_p;
+    *lease_p = NULL;
+    gw_readlease_on_break (self->ram_lease, s_ram_changing, self);
 }
 
 const char *

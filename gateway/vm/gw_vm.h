@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/gw_readlease.h"
 #include "vm/gw_vm_config.h"
 
 typedef struct _gw_vm_t gw_vm_t;
@@ -92,6 +93,11 @@ int gw_vm_kill (gw_vm_t *self);
 //  Why QEMU died when the host knows better than its wait status (its
 //  cgroup's OOM killer), after gw_vm_reap; "" otherwise.
 const char *gw_vm_death (gw_vm_t *self);
+
+//  The VM keeps *lease_p (a read lease on its mem_path, which it maps
+//  privately): a writer's open or a truncate stops QEMU, and gw_vm_death
+//  says why; the lease is let go once QEMU is reaped. Ownership moves.
+void gw_vm_hold_lease (gw_vm_t *self, gw_readlease_t **lease_p);
 
 //  The run dir, and the guest's serial console log inside it.
 const char *gw_vm_run_dir (gw_vm_t *self);

@@ -23,6 +23,7 @@ Also here: the process helpers (alive, wait_gone, qemu_children, qemu_run_dir, .
 `leftovers(gateway_pids)`, what those gateways left on the host (QEMU processes, run dirs, unix
 sockets, qcow2 layers).
 """
+import hashlib
 import itertools
 import json
 import os
@@ -865,6 +866,15 @@ def open_session(kernel="cellvm", name=None, args=(), wait=True, **kw):
 def identity_of(s):
     """The identity of a Session's gateway."""
     return session_identity(s.km.connection_file, s.key)
+
+
+def sha_file(path):
+    """SHA-256 (hex) of a file, read a MiB at a time."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def cellvm_cli(*args, timeout=TIMEOUT):

@@ -18,7 +18,6 @@ One source session (microvm, default options, its own store under pytest's tmp d
 module; its snapshot "base" is copied into each test's own store where a test changes things.
 Every session is a sessions.Session, closed (killed by pid) at the end.
 """
-import hashlib
 import json
 import os
 import pathlib
@@ -31,7 +30,7 @@ import time
 import pytest
 
 from sessions import (IMAGE, READY_TIMEOUT, TIMEOUT, cellvm_cli, open_session, require_image,
-                      session_status, snapshot_list, snapshot_request, store_tree,
+                      session_status, sha_file, snapshot_list, snapshot_request, store_tree,
                       wait_ready_or_exit)
 
 VM_STARTED = re.compile(r"event=vm\.(?:booting|spawned|restored|resumed|resume_failed|"
@@ -43,14 +42,6 @@ SNAP_TIMEOUT = 600                  # a snapshot's reply: RAM and disk written, 
 @pytest.fixture(autouse=True)
 def _image_required():
     require_image(IMAGE)
-
-
-def sha_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def start(name, store=None, args=(), env=None, wait=True):
@@ -101,7 +92,9 @@ def copy_snapshot(src_dir, store, name, link=True):
     store.mkdir(mode=0o700, parents=True, exist_ok=True)
     dst = store / name
     dst.mkdir(mode=0o700)
-    for f in ("state", "workspace.qcow2"):
+    for f in ("state", "ram", "workspace.qcow2"):
+        if not (src_dir / f).exists():
+            continue
         if link:
             os.link(src_dir / f, dst / f)
         else:
@@ -136,15 +129,22 @@ def test_snapshot_reply_store_files_and_meta(base):
     c = rep["content"]
     assert c["status"] == "ok", c
     assert c["name"] == "base"
-    for k in ("bytes", "ms", "pause_ms"):
+    for k in ("bytes", "ms", "pause_ms", "split_ms"):
         assert isinstance(c[k], int) and c[k] >= 0, (k, c)
     d = store / "base"
-    assert sorted(p.name for p in d.iterdir()) == ["meta.json", "state", "verified.json",
+    assert sorted(p.name for p in d.iterdir()) == ["meta.json", "ram", "state",
+                                                   "verified-ram.json", "verified.json",
                                                    "workspace.qcow2"]
     assert c["bytes"] >= (d / "state").stat().st_size > 0
     meta = json.loads((d / "meta.json").read_text())
     image = json.loads((IMAGE / "image.json").read_text())
-    assert meta["format"] == 1 and meta["name"] == "base", meta
+    assert meta["format"] == 2 and meta["name"] == "base", meta
+    # Guest RAM in its own file (gw_snapram.h), hashed and stamped as the state is.
+    assert meta["ram_bytes"] == meta["mem_mib"] << 20 == (d / "ram").stat().st_size, meta
+    assert meta["ram_sha256"] == sha_file(d / "ram")
+    ram_stamp, ram_st = json.loads((d / "verified-ram.json").read_text()), (d / "ram").stat()
+    assert ram_stamp["state_sha256"] == meta["ram_sha256"], ram_stamp
+    assert (ram_stamp["ino"], ram_stamp["size"]) == (ram_st.st_ino, ram_st.st_size), ram_stamp
     assert abs(meta["created"] - time.time()) < 3600, meta["created"]
     assert meta["image_hash"] == image["image_hash"], meta
     assert isinstance(meta["qemu_version"], str) and meta["qemu_version"], meta
@@ -280,6 +280,8 @@ BAD_STARTS = {
     "unknown": "no snapshot",
     "flipped": "corrupt",
     "truncated": "truncated",
+    "flipped-ram": "corrupt",
+    "truncated-ram": "truncated",
     "memory": "memory",
 }
 
@@ -293,16 +295,17 @@ def test_a_bad_start_exits_with_one_line_and_touches_nothing(base, tmp_path, how
     if how != "unknown":
         name = "bad"
         bad = copy_snapshot(src_store / "base", store, name, link=how == "memory")
-        if how == "flipped":
-            with open(bad / "state", "r+b") as f:
+        victim = bad / ("ram" if how.endswith("-ram") else "state")
+        if how.startswith("flipped"):
+            with open(victim, "r+b") as f:
                 size = f.seek(0, os.SEEK_END)
                 for off in (size // 3, size // 2, size - 100):
                     f.seek(off)
                     byte = f.read(1)
                     f.seek(off)
                     f.write(bytes([byte[0] ^ 0xFF]))
-        elif how == "truncated":
-            with open(bad / "state", "r+b") as f:
+        elif how.startswith("truncated"):
+            with open(victim, "r+b") as f:
                 f.truncate(f.seek(0, os.SEEK_END) // 2)
         else:
             meta = json.loads((bad / "meta.json").read_text())

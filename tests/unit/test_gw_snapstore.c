@@ -384,7 +384,8 @@ test_gw_snapstore_open_bad_meta (void **state)
     const char *cases [] [2] = {
         { "{\"format\": 1, \"name\": ", "not JSON" }, { "[1]", "not a JSON object" },
         { "{\"format\": 1, \"name\": \"s9\"}", "names \"s9\"" },
-        { "{\"format\": 2, \"name\": \"s1\"}", "has format 2" },
+        { "{\"format\": 3, \"name\": \"s1\"}", "has format 3" },
+        { "{\"format\": 2, \"name\": \"s1\", \"state_bytes\": 100, \"ram_bytes\": 8}", "ram is missing" },
         { "{\"format\": 1, \"name\": \"s1\"}", "no state_bytes" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {

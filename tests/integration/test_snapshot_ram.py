@@ -1,0 +1,157 @@
+"""A snapshot's RAM as a file that resumes map (docs/snapshots.md, "Resume maps RAM";
+gateway/snap/gw_snapram.h, gw_migsplit.h; the guard: gateway/base/gw_readlease.h).
+
+- a fork and the session it was taken from write the same page: each sees its own, a second
+  fork sees the snapshot's, and the snapshot's RAM file is unchanged;
+- a resumed session whose RAM file is written to or truncated while it runs: the writer waits
+  until the VM is stopped, the gateway says why (log and client), and no cell ever sees the
+  changed memory;
+- a resume refuses a RAM file that another process holds open for writing, in words.
+
+One source session (its own store under pytest's tmp dir) makes snapshot "p" for the module.
+Every session is a sessions.Session, closed (killed by pid) at the end.
+"""
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from sessions import IMAGE, TIMEOUT, open_session, require_image, sha_file, snapshot_request
+
+PAGE = 4096
+FILL = ("import hashlib\n"
+        "buf = bytearray(b'a' * (32 << 20))\n"
+        "digest = hashlib.sha256(buf).hexdigest()\n")
+AT = 100 * PAGE + 17                # one byte of one page, the same in every session
+
+
+@pytest.fixture(autouse=True)
+def _image_required():
+    require_image(IMAGE)
+
+
+def start(name, store, args=(), wait=True):
+    return open_session("cellvm", name, ["--snapshot-dir", str(store), *map(str, args)], wait)
+
+
+@pytest.fixture(scope="module")
+def snap(tmp_path_factory):
+    """(the source session, still running, and its store holding snapshot "p")."""
+    store = tmp_path_factory.mktemp("ramstore") / "store"
+    src = start("ram-src", store)
+    try:
+        assert src.run(FILL).status == "ok"
+        rep = snapshot_request(src, "p")
+        assert rep["content"]["status"] == "ok", rep["content"]
+        yield src, store
+    finally:
+        src.close()
+
+
+def copy_snapshot(store, name, dst_store):
+    """Snapshot name copied whole (RAM included) into dst_store: a test that damages it."""
+    dst_store.mkdir(mode=0o700, parents=True, exist_ok=True)
+    dst = dst_store / name
+    shutil.copytree(store / name, dst)
+    return dst
+
+
+def test_the_snapshot_keeps_ram_in_a_mapped_file(snap):
+    _, store = snap
+    d = store / "p"
+    meta = json.loads((d / "meta.json").read_text())
+    assert meta["format"] == 2, meta
+    assert meta["ram_bytes"] == meta["mem_mib"] << 20 == (d / "ram").stat().st_size
+    assert meta["ram_sha256"] == sha_file(d / "ram")
+    # The stream holds device state only: far below the 32 MiB the guest filled.
+    assert meta["state_bytes"] == (d / "state").stat().st_size < 1 << 20, meta
+    assert (d / "ram").stat().st_blocks * 512 < meta["ram_bytes"], "the RAM file is not sparse"
+
+
+def test_a_fork_and_its_parent_write_the_same_page_and_each_sees_its_own(snap):
+    src, store = snap
+    before = sha_file(store / "p" / "ram")
+    a = start("ram-fork-a", store, ["--from-snapshot", "p"], wait=False)
+    b = start("ram-fork-b", store, ["--from-snapshot", "p"], wait=False)
+    try:
+        a.wait_ready()
+        b.wait_ready()
+        for s, mark in ((src, "S"), (a, "A")):
+            assert s.run(f"buf[{AT}] = ord('{mark}')").status == "ok"
+        for s, want in ((src, "S"), (a, "A"), (b, "a")):
+            got = s.value(f"chr(buf[{AT}]), buf.count(b'a') == len(buf) - (buf[{AT}] != 97), "
+                          "hashlib.sha256(bytes(buf[:4096])).hexdigest() != ''")
+            assert got == f"('{want}', True, True)", (s.name, got)
+        assert b.value("hashlib.sha256(buf).hexdigest() == digest") == "True"
+    finally:
+        a.close()
+        b.close()
+    assert sha_file(store / "p" / "ram") == before, "a guest's write reached the snapshot"
+
+
+def iopub_text(s, seconds):
+    """The text of every iopub message for seconds: streams, errors, statuses."""
+    out, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            m = s.kc.get_iopub_msg(timeout=0.2)
+        except Exception:
+            continue
+        c = m.get("content", {})
+        out.append(" ".join(str(c.get(k, "")) for k in ("text", "evalue", "execution_state")))
+    return "\n".join(out)
+
+
+def _write_over(path):
+    with open(path, "r+b") as f:                # waits for the lease: the VM is stopped first
+        f.seek(1 << 20)
+        f.write(b"\xee" * (64 << 20))
+
+
+HOW = {"written": _write_over, "truncated": lambda p: os.truncate(p, 1 << 20)}
+
+
+@pytest.mark.parametrize("how", list(HOW))
+def test_a_ram_file_changed_under_a_running_resume_stops_it_first(snap, tmp_path, how):
+    _, store = snap
+    copy_snapshot(store, "p", tmp_path / "store")
+    s = start(f"ram-changed-{how}", tmp_path / "store", ["--from-snapshot", "p"])
+    try:
+        assert s.value("buf[0] == 97") == "True"
+        HOW[how](tmp_path / "store" / "p" / "ram")
+        seen = iopub_text(s, 3)
+        r = s.run("hashlib.sha256(buf).hexdigest() == digest", timeout=TIMEOUT)
+        log = s.log_text()
+        assert "event=vm.ram_changed" in log, log[-3000:]
+        assert "opened for writing or truncated" in log, log[-3000:]
+        # Never the changed memory: the VM that mapped it is gone, the kernel is a new one.
+        assert r.status == "error" and "True" not in r.results(), r.describe()
+        assert "RAM file" in seen or "RAM file" in r.describe(), \
+            f"the client was not told why:\n{seen}\n{r.describe()}"
+    finally:
+        s.close()
+
+
+def test_a_resume_refuses_a_ram_file_open_for_writing(snap, tmp_path):
+    _, store = snap
+    d = copy_snapshot(store, "p", tmp_path / "store")
+    fd = os.open(d / "ram", os.O_RDWR)
+    try:
+        s = start("ram-open", tmp_path / "store", ["--from-snapshot", "p"], wait=False)
+        try:
+            try:
+                rc = s.proc.wait(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                raise AssertionError("the gateway runs on with a RAM file open for writing:\n"
+                                     + s.log_text()[-3000:])
+            assert rc != 0
+            log = s.log_text()
+            assert '"p"' in log and "open for writing by another process" in log, log[-3000:]
+            assert "event=vm.restored" not in log and "event=vm.resumed" not in log, log[-3000:]
+        finally:
+            s.close()
+    finally:
+        os.close(fd)
