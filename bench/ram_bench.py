@@ -133,6 +133,59 @@ def fanout(store):
             "fan_private_max_MiB": max(private) / MiB, "fan_pss_sum_MiB": pss / MiB}
 
 
+CHART = ("import pandas as pd, matplotlib.pyplot as plt\n"
+         "df = pd.DataFrame({'a': range(1000), 'b': [i * i for i in range(1000)]})\n"
+         "df.plot(); plt.show()\n"
+         "df.describe()")
+IDLE_S = 20 if QUICK else 60
+WAKES = 3
+
+
+def _host_mem(s):
+    """(PSS, private) bytes of a session's gateway and its QEMU (none when paused)."""
+    pids = [s.gateway_pid, *_qemu_pids(s.gateway_pid)]
+    return (sum(_pss_one(p) or 0 for p in pids), sum(_pss_one(p, PRIVATE) or 0 for p in pids))
+
+
+def standby(store, layout):
+    """A session that ran pandas and a chart: its host memory after IDLE_S idle seconds while
+    running; then with --idle-pause: paused, and each wake's first reply."""
+    S = _sessions()
+    env = {"CELLVM_SNAPSHOT_RAM": layout}
+    s, _, _ = started("cellvm", f"idle-{layout}", env=env,
+                      extra_args=["--snapshot-dir", str(store)])
+    try:
+        if S.run_cell(s.kc, CHART, 600).status != "ok":
+            raise Failed("the chart cell failed")
+        time.sleep(IDLE_S)
+        pss, private = _host_mem(s)
+    finally:
+        s.close()
+    p, _, _ = started("cellvm", f"standby-{layout}", env=env,
+                      extra_args=["--snapshot-dir", str(store), "--idle-pause", "2"])
+    woke, paused = [], None
+    try:
+        if S.run_cell(p.kc, CHART, 600).status != "ok":
+            raise Failed("the chart cell failed")
+        for _ in range(WAKES):
+            deadline = time.monotonic() + 300
+            while (S.session_status(p.gateway_pid) or {}).get("state") != "paused":
+                if time.monotonic() > deadline:
+                    raise Failed("never paused")
+                time.sleep(0.2)
+            time.sleep(1.0)
+            paused = paused or _host_mem(p)[0]
+            t0 = _perf()
+            if S.run_cell(p.kc, "df.shape", 300).results() != ["(1000, 2)"]:
+                raise Failed("the woken session lost df")
+            woke.append(_perf() - t0)
+    finally:
+        p.close()
+    return {f"{layout}_idle_pss_MiB": pss / MiB, f"{layout}_idle_private_MiB": private / MiB,
+            f"{layout}_paused_pss_MiB": paused / MiB, f"{layout}_wake_p50_s": pct(woke, 50),
+            f"{layout}_wake_max_s": max(woke)}
+
+
 def bench_ram(kernels):
     if "cellvm" not in kernels:
         return None
@@ -152,6 +205,9 @@ def bench_ram(kernels):
                     shutil.rmtree(f, ignore_errors=True)
         print("bench: ram: fan-out ...", file=sys.stderr, flush=True)
         attempt(res, ["fan_max_s"], lambda: fanout(store))
+        for layout, _ in LAYOUTS:
+            print(f"bench: ram: standby, {layout} ...", file=sys.stderr, flush=True)
+            attempt(res, [f"{layout}_wake_p50_s"], lambda: standby(store, layout))
     finally:
         shutil.rmtree(store, ignore_errors=True)
         _sessions().close_all()
@@ -186,6 +242,17 @@ def print_ram(res):
               f"(target <= 32); PSS of all {res['fan_pss_sum_MiB']:.0f} MiB")
     else:
         print(f"fan-out: {res['failures'].get('fan_max_s', 'not run')}")
+    print(f"after pandas and a chart (512 MiB guests): running, {IDLE_S} s idle: PSS of gateway "
+          f"+ QEMU (private); paused (--idle-pause 2); the first reply after a wake, {WAKES} wakes")
+    for layout, label in LAYOUTS:
+        if f"{layout}_wake_p50_s" not in res:
+            print(f"  {label}: {res['failures'].get(f'{layout}_wake_p50_s', 'not run')}")
+            continue
+        print(f"  {label:<32} idle {res[f'{layout}_idle_pss_MiB']:.1f} MiB "
+              f"({res[f'{layout}_idle_private_MiB']:.1f}), paused "
+              f"{res[f'{layout}_paused_pss_MiB']:.1f} MiB, wake p50 "
+              f"{res[f'{layout}_wake_p50_s']:.2f} s, max {res[f'{layout}_wake_max_s']:.2f} s")
+    print("  targets: idle <= 50 MiB PSS; wake p50 <= 0.3 s")
     print()
 
 

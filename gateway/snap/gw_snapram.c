@@ -5,6 +5,7 @@
 #include "ch_util.h"
 
 #include <assert.h>
+#include <openssl/evp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -113,6 +114,18 @@ s_split_fd (int in, s_sink_t *k, uint64_t mem_bytes, gw_migsplit_stats_t *stats,
     return rc;
 }
 
+//  The new state and the RAM file, only once the stream is there. The RAM
+//  is 0644 in a 0700 store: what a jail would chmod it to (gw_jail), so no
+//  resume changes its ctime, which its stamp records.
+static void
+s_open_outputs (int in, s_sink_t *k, const char *tmp, const char *ram)
+{
+    if (in >= 0)
+        k->state_fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (k->state_fd >= 0)
+        k->ram_fd = open (ram, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+}
+
 int
 gw_snapram_split (const char *dir, uint64_t mem_bytes, char hex [65],
                   gw_migsplit_stats_t *stats, char *err, size_t errlen)
@@ -125,10 +138,7 @@ gw_snapram_split (const char *dir, uint64_t mem_bytes, char hex [65],
     err [0] = '\0';
     s_sink_t k = { .state_fd = -1, .ram_fd = -1 };
     int in = open (state, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), rc = 0;
-    if (in >= 0)                                //  nothing is made for a state not there
-        k.state_fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (k.state_fd >= 0)
-        k.ram_fd = open (ram, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    s_open_outputs (in, &k, tmp, ram);
     k.written = calloc (1, (size_t) (mem_bytes / GW_MIGSPLIT_PAGE / 8 + 1));
     if (!k.written)
         abort ();
@@ -139,7 +149,7 @@ gw_snapram_split (const char *dir, uint64_t mem_bytes, char hex [65],
     }
     if ((rc = s_split_fd (in, &k, mem_bytes, stats, err, errlen)) < 0)
         goto fail;
-    if ((rc = ch_sha256_file (ram, O_NOFOLLOW, hex, NULL)) < 0 || rename (tmp, state) < 0) {
+    if ((rc = gw_snapram_digest (ram, O_NOFOLLOW, hex)) < 0 || rename (tmp, state) < 0) {
         rc = rc < 0 ? rc : -errno;
         snprintf (err, errlen, "splitting the snapshot's RAM out: %s", strerror (-rc));
         goto fail;
@@ -156,5 +166,65 @@ fail:
         unlink (tmp);
         unlink (ram);
     }
+    return rc;
+}
+
+#define S_CHUNK (64u << 10)
+
+static bool
+s_all_zero (const uint8_t *p, size_t n)
+{
+    return n == 0 || (p [0] == 0 && memcmp (p, p + 1, n - 1) == 0);
+}
+
+//  The chunks of [from, to) into md, the zero ones left out.
+static int
+s_digest_run (int fd, EVP_MD_CTX *md, uint8_t *buf, off_t from, off_t to)
+{
+    for (off_t off = from; off < to; off += S_CHUNK) {
+        ssize_t n = pread (fd, buf, S_CHUNK, off);
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        if (s_all_zero (buf, (size_t) n))
+            continue;
+        uint8_t be [8];
+        for (int i = 0; i < 8; i++)
+            be [i] = (uint8_t) ((uint64_t) off >> (56 - 8 * i));
+        EVP_DigestUpdate (md, be, sizeof be);
+        EVP_DigestUpdate (md, buf, (size_t) n);
+    }
+    return 0;
+}
+
+int
+gw_snapram_digest (const char *path, int extra_flags, char hex [65])
+{
+    assert (path && hex);
+    int fd = open (path, O_RDONLY | O_CLOEXEC | extra_flags), rc = 0;
+    if (fd < 0)
+        return -errno;
+    uint8_t *buf = malloc (S_CHUNK);
+    EVP_MD_CTX *md = EVP_MD_CTX_new ();
+    if (!buf || !md)
+        abort ();
+    EVP_DigestInit_ex (md, EVP_sha256 (), NULL);
+    off_t done = 0, data;
+    while (rc == 0 && (data = lseek (fd, done, SEEK_DATA)) >= 0) {
+        off_t hole = lseek (fd, data, SEEK_HOLE);
+        off_t from = data / S_CHUNK * S_CHUNK;
+        off_t to = hole < 0 ? data + S_CHUNK : (hole + S_CHUNK - 1) / S_CHUNK * S_CHUNK;
+        rc = s_digest_run (fd, md, buf, from < done ? done : from, to);
+        done = to;
+    }
+    if (rc == 0 && errno != ENXIO)
+        rc = -errno;
+    unsigned char out [32];
+    EVP_DigestFinal_ex (md, out, NULL);
+    ch_hex32 (out, hex);
+    EVP_MD_CTX_free (md);
+    free (buf);
+    close (fd);
     return rc;
 }

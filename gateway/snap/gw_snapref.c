@@ -1,5 +1,6 @@
 /*  gw_snapref - one snapshot held open for a resume (see gw_snapref.h). */
 #include "snap/gw_snapref.h"
+#include "snap/gw_snapram.h"
 #include "snap/gw_snapstamp.h"
 #include "snap/gw_snapstore.h"
 #include "ch_util.h"
@@ -60,7 +61,7 @@ const char *gw_snapref_disk (const gw_snapref_t *self) { return self->disk; }
 const char *
 gw_snapref_ram (const gw_snapref_t *self)
 {
-    return json_object_get (self->meta, "ram_sha256") ? self->ram : NULL;
+    return json_object_get (self->meta, "ram_digest") ? self->ram : NULL;
 }
 
 //  What a resume must match, as a sentence names it; the unit follows numbers.
@@ -110,6 +111,7 @@ static int
 s_verify (const gw_snapref_t *self, const char *file, const char *key, const char *what,
           bool *hashed, char *err, size_t errlen)
 {
+    bool ram = file == self->ram;
     const char *name = gw_snapref_name (self);
     const char *want = json_string_value (json_object_get (gw_snapref_meta (self), key));
     char hex [65];
@@ -121,14 +123,17 @@ s_verify (const gw_snapref_t *self, const char *file, const char *key, const cha
     if (gw_snapstamp_matches (gw_snapref_dir (self), file, want))
         return 0;                               //  hashed before, and unchanged since
     //  O_NONBLOCK: a FIFO swapped in since open hashes as empty, not forever.
-    if ((rc = ch_sha256_file (file, O_NOFOLLOW | O_NONBLOCK, hex, NULL)) < 0) {
+    rc = ram ? gw_snapram_digest (file, O_NOFOLLOW | O_NONBLOCK, hex)
+             : ch_sha256_file (file, O_NOFOLLOW | O_NONBLOCK, hex, NULL);
+    if (rc < 0) {
         snprintf (err, errlen, "snapshot \"%s\": its %s file cannot be read: %s", name, what,
                   strerror (-rc));
         return rc;
     }
     if (strcmp (hex, want)) {
-        snprintf (err, errlen, "snapshot \"%s\" is corrupt: its %s file's SHA-256 is "
-                  "%.12s..., meta.json says %.12s...", name, what, hex, want);
+        snprintf (err, errlen, "snapshot \"%s\" is corrupt: its %s file's %s is "
+                  "%.12s..., meta.json says %.12s...", name, what, ram ? "digest" : "SHA-256",
+                  hex, want);
         return -EBADMSG;
     }
     *hashed = true;
@@ -143,13 +148,13 @@ gw_snapref_verify_state (const gw_snapref_t *self, char *err, size_t errlen)
     bool state_hashed = false, ram_hashed = false;
     int rc = s_verify (self, self->state, "state_sha256", "state", &state_hashed, err, errlen);
     if (rc == 0 && gw_snapref_ram (self))
-        rc = s_verify (self, self->ram, "ram_sha256", "RAM", &ram_hashed, err, errlen);
+        rc = s_verify (self, self->ram, "ram_digest", "RAM", &ram_hashed, err, errlen);
     //  Stamps only for a snapshot found whole (a read-only store: next time).
     if (rc == 0 && state_hashed)
         gw_snapstamp_write (self->dir, self->state,
                             json_string_value (json_object_get (meta, "state_sha256")));
     if (rc == 0 && ram_hashed)
         gw_snapstamp_write (self->dir, self->ram,
-                            json_string_value (json_object_get (meta, "ram_sha256")));
+                            json_string_value (json_object_get (meta, "ram_digest")));
     return rc;
 }

@@ -39,7 +39,7 @@ const char *gw_snapref_ram (const gw_snapref_t *self);
 const char *gw_snapref_mismatch (const gw_snapref_t *self, const json_t *expected,
                                  char *why, size_t cap);
 //  Hash the state file and compare with meta's state_sha256, and the RAM
-//  file with ram_sha256 when there is one, each unless its stamp
+//  file with ram_digest when there is one, each unless its stamp
 //  (gw_snapstamp) says it was hashed before and is unchanged since.
 //  0, -EBADMSG with the reason in err, or -errno when it cannot be read.
 //  Blocks (~0.15 s per 300 MB).

@@ -31,7 +31,7 @@
 
 #define GW_SNAP_NAME_MAX 64
 //  meta.json "format": 2 keeps guest RAM in its own file (GW_SNAP_RAM, with
-//  "ram_bytes" and "ram_sha256"), 1 in the state stream; both are read.
+//  "ram_bytes" and "ram_digest"), 1 in the state stream; both are read.
 #define GW_SNAP_FORMAT 2
 #define GW_SNAP_FORMAT_STREAM 1
 #define GW_SNAP_META "meta.json"

@@ -187,7 +187,7 @@ s_meta (const gw_vmsave_req_t *req, const char *staging, const char *qemu_versio
     json_t *meta = gw_vmsave_expected (req->cfg);
     if (ram_sha) {
         json_object_set_new (meta, "ram_bytes", json_integer ((json_int_t) req->cfg->mem_mib << 20));
-        json_object_set_new (meta, "ram_sha256", json_string (ram_sha));
+        json_object_set_new (meta, "ram_digest", json_string (ram_sha));
         snprintf (path, sizeof path, "%s/" GW_SNAP_RAM, staging);
         gw_snapstamp_write (staging, path, ram_sha);
     }
@@ -237,6 +237,10 @@ s_split_ram (const gw_vmsave_req_t *req, const char *staging, char sha [65],
     out->split_ms = ch_clock_mono_ms () - t0;
     if (rc < 0)
         sha [0] = '\0';
+    else
+        gw_log (GW_LOG_INFO, "snapshot.ram_split", "pages=%llu zero_pages=%llu kept_bytes=%llu "
+                "ms=%lld", (unsigned long long) stats.pages, (unsigned long long) stats.zero_pages,
+                (unsigned long long) stats.kept_bytes, (long long) out->split_ms);
     return rc;
 }
 
@@ -336,16 +340,17 @@ s_load (gw_vm_t *vm, const gw_snapref_t *ref, int timeout_ms, char *err, size_t 
 }
 
 //  A read lease on the snapshot's RAM file, taken before QEMU maps it, and
-//  the file still the one that was hashed (its stamp): nothing can change
-//  it unseen from here on (gw_readlease). NULL with err when it cannot be
-//  trusted; *lease_p stays NULL when the file system has no leases.
+//  the file still the one that was verified: nothing can change it unseen
+//  from here on (gw_readlease). A file whose stamp no longer matches (its
+//  mode changed, say) is hashed again, under the lease. 0, or -errno with
+//  err; *lease_p stays NULL when the file system has no leases.
 static int
 s_guard_ram (const gw_snapref_t *ref, gw_readlease_t **lease_p, char *err, size_t errlen)
 {
     const char *ram = gw_snapref_ram (ref);
-    const char *sha = json_string_value (json_object_get (gw_snapref_meta (ref), "ram_sha256"));
+    const char *want = json_string_value (json_object_get (gw_snapref_meta (ref), "ram_digest"));
     int rc = 0;
-    char why [400];
+    char why [400], hex [65] = "";
     *lease_p = gw_readlease_new (ram, &rc, why, sizeof why);
     if (rc == -ENOTSUP || rc == -EINVAL) {
         gw_log (GW_LOG_WARN, "vm.ram_unguarded", "path=%s reason=\"%s\"", ram, why);
@@ -353,9 +358,14 @@ s_guard_ram (const gw_snapref_t *ref, gw_readlease_t **lease_p, char *err, size_
     }
     else if (rc < 0)
         snprintf (err, errlen, "its RAM file cannot be mapped safely: %s", why);
-    if (rc == 0 && sha && !gw_snapstamp_matches (gw_snapref_dir (ref), ram, sha)) {
-        snprintf (err, errlen, "its RAM file changed after it was verified");
-        rc = -EBADMSG;
+    if (rc == 0 && want && !gw_snapstamp_matches (gw_snapref_dir (ref), ram, want)) {
+        if ((rc = gw_snapram_digest (ram, O_NOFOLLOW | O_NONBLOCK, hex)) == 0 && strcmp (hex, want))
+            rc = -EBADMSG;
+        if (rc == 0)
+            gw_snapstamp_write (gw_snapref_dir (ref), ram, want);
+        else
+            snprintf (err, errlen, "its RAM file changed after it was verified (%s)",
+                      rc == -EBADMSG ? "another digest now" : strerror (-rc));
     }
     if (rc < 0)
         gw_readlease_destroy (lease_p);

@@ -877,6 +877,19 @@ def sha_file(path):
     return h.hexdigest()
 
 
+def ram_digest(path):
+    """A snapshot RAM file's digest as meta.json's ram_digest (gateway/snap/gw_snapram.h):
+    SHA-256 over each 64 KiB chunk that is not all zero, after its offset (8 bytes, big
+    endian)."""
+    h, zero, off = hashlib.sha256(), bytes(64 << 10), 0
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(64 << 10), b""):
+            if chunk != zero[:len(chunk)]:
+                h.update(off.to_bytes(8, "big") + chunk)
+            off += len(chunk)
+    return h.hexdigest()
+
+
 def cellvm_cli(*args, timeout=TIMEOUT):
     """Run build/cellvm; its CompletedProcess (text)."""
     if not CELLVM.exists():

@@ -29,9 +29,9 @@ import time
 
 import pytest
 
-from sessions import (IMAGE, READY_TIMEOUT, TIMEOUT, cellvm_cli, open_session, require_image,
-                      session_status, sha_file, snapshot_list, snapshot_request, store_tree,
-                      wait_ready_or_exit)
+from sessions import (IMAGE, READY_TIMEOUT, TIMEOUT, cellvm_cli, open_session, ram_digest,
+                      require_image, session_status, sha_file, snapshot_list, snapshot_request,
+                      store_tree, wait_ready_or_exit)
 
 VM_STARTED = re.compile(r"event=vm\.(?:booting|spawned|restored|resumed|resume_failed|"
                         r"cold_boot)")
@@ -141,9 +141,9 @@ def test_snapshot_reply_store_files_and_meta(base):
     assert meta["format"] == 2 and meta["name"] == "base", meta
     # Guest RAM in its own file (gw_snapram.h), hashed and stamped as the state is.
     assert meta["ram_bytes"] == meta["mem_mib"] << 20 == (d / "ram").stat().st_size, meta
-    assert meta["ram_sha256"] == sha_file(d / "ram")
+    assert meta["ram_digest"] == ram_digest(d / "ram")
     ram_stamp, ram_st = json.loads((d / "verified-ram.json").read_text()), (d / "ram").stat()
-    assert ram_stamp["state_sha256"] == meta["ram_sha256"], ram_stamp
+    assert ram_stamp["state_sha256"] == meta["ram_digest"], ram_stamp
     assert (ram_stamp["ino"], ram_stamp["size"]) == (ram_st.st_ino, ram_st.st_size), ram_stamp
     assert abs(meta["created"] - time.time()) < 3600, meta["created"]
     assert meta["image_hash"] == image["image_hash"], meta

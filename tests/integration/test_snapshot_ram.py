@@ -6,7 +6,8 @@ gateway/snap/gw_snapram.h, gw_migsplit.h; the guard: gateway/base/gw_readlease.h
 - a resumed session whose RAM file is written to or truncated while it runs: the writer waits
   until the VM is stopped, the gateway says why (log and client), and no cell ever sees the
   changed memory;
-- a resume refuses a RAM file that another process holds open for writing, in words.
+- a resume refuses a RAM file that another process holds open for writing, in words;
+- a RAM file whose metadata changed (a chmod) is hashed again and resumes.
 
 One source session (its own store under pytest's tmp dir) makes snapshot "p" for the module.
 Every session is a sessions.Session, closed (killed by pid) at the end.
@@ -19,7 +20,8 @@ import time
 
 import pytest
 
-from sessions import IMAGE, TIMEOUT, open_session, require_image, sha_file, snapshot_request
+from sessions import (IMAGE, TIMEOUT, open_session, ram_digest, require_image, sha_file,
+                      snapshot_request)
 
 PAGE = 4096
 FILL = ("import hashlib\n"
@@ -65,7 +67,7 @@ def test_the_snapshot_keeps_ram_in_a_mapped_file(snap):
     meta = json.loads((d / "meta.json").read_text())
     assert meta["format"] == 2, meta
     assert meta["ram_bytes"] == meta["mem_mib"] << 20 == (d / "ram").stat().st_size
-    assert meta["ram_sha256"] == sha_file(d / "ram")
+    assert meta["ram_digest"] == ram_digest(d / "ram")
     # The stream holds device state only: far below the 32 MiB the guest filled.
     assert meta["state_bytes"] == (d / "state").stat().st_size < 1 << 20, meta
     assert (d / "ram").stat().st_blocks * 512 < meta["ram_bytes"], "the RAM file is not sparse"
@@ -90,6 +92,21 @@ def test_a_fork_and_its_parent_write_the_same_page_and_each_sees_its_own(snap):
         a.close()
         b.close()
     assert sha_file(store / "p" / "ram") == before, "a guest's write reached the snapshot"
+
+
+def test_a_ram_file_whose_metadata_changed_is_hashed_again_and_resumes(snap, tmp_path):
+    """A chmod changes the file's ctime, so its stamp no longer holds: the start hashes it
+    again (under the lease) instead of refusing a file whose content is intact."""
+    _, store = snap
+    d = copy_snapshot(store, "p", tmp_path / "store")
+    s = start("ram-chmod-0", tmp_path / "store", ["--from-snapshot", "p"])
+    s.close()
+    os.chmod(d / "ram", 0o644)
+    s = start("ram-chmod-1", tmp_path / "store", ["--from-snapshot", "p"])
+    try:
+        assert s.value("hashlib.sha256(buf).hexdigest() == digest") == "True"
+    finally:
+        s.close()
 
 
 def iopub_text(s, seconds):

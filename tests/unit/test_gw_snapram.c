@@ -108,16 +108,32 @@ s_entries (const char *dir)
     return n;
 }
 
-//  The SHA-256 of data, as lowercase hex.
+//  The RAM digest of data, computed here from its bytes (gw_snapram.h):
+//  SHA-256 over each 64 KiB chunk that is not all zero, after its offset.
 static void
 s_sha256_hex (const buf_t *b, char hex [65])
 {
-    unsigned char md [32];
-    unsigned int mdlen = 0;
-    assert_int_equal (EVP_Digest (b->data, b->len, md, &mdlen, EVP_sha256 (), NULL), 1);
-    assert_int_equal (mdlen, 32);
+    static const uint8_t zeros [64 << 10];
+    EVP_MD_CTX *md = EVP_MD_CTX_new ();
+    assert_non_null (md);
+    assert_int_equal (EVP_DigestInit_ex (md, EVP_sha256 (), NULL), 1);
+    for (size_t off = 0; off < b->len; off += sizeof zeros) {
+        size_t n = b->len - off < sizeof zeros ? b->len - off : sizeof zeros;
+        if (memcmp (b->data + off, zeros, n) == 0)
+            continue;
+        uint8_t be [8];
+        for (int i = 0; i < 8; i++)
+            be [i] = (uint8_t) ((uint64_t) off >> (56 - 8 * i));
+        EVP_DigestUpdate (md, be, 8);
+        EVP_DigestUpdate (md, b->data + off, n);
+    }
+    unsigned char out [32];
+    unsigned int outlen = 0;
+    assert_int_equal (EVP_DigestFinal_ex (md, out, &outlen), 1);
+    EVP_MD_CTX_free (md);
+    assert_int_equal (outlen, 32);
     for (int i = 0; i < 32; i++)
-        snprintf (hex + 2 * i, 3, "%02x", md [i]);
+        snprintf (hex + 2 * i, 3, "%02x", out [i]);
 }
 
 //  What the records leave in each page of "mem": the last one's tag, or ZERO_TAG.
@@ -380,11 +396,47 @@ test_a_run_longer_than_a_write_reads_back_right (void **state)
     free (recs);
 }
 
+//  The digest is of the content: a sparse file and a dense copy agree, and
+//  one changed byte, even in a chunk that was zero, gives another.
+static void
+test_the_ram_digest_is_of_the_content_not_the_layout (void **state)
+{
+    fx_t *fx = *state;
+    char sparse [PATH_MAX + 16], dense [PATH_MAX + 16], a [65], b [65], c [65];
+    snprintf (sparse, sizeof sparse, "%s/sparse", fx->dir);
+    snprintf (dense, sizeof dense, "%s/dense", fx->dir);
+    int s1 = open (sparse, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    int s2 = open (dense, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true (s1 >= 0 && s2 >= 0);
+    static uint8_t image [4 << 20];
+    memset (image, 0, sizeof image);
+    memset (image + (1 << 20) + 5, 0x42, 3000);     //  data amid zeros, mid-chunk
+    image [sizeof image - 1] = 7;
+    assert_int_equal (ftruncate (s1, sizeof image), 0);
+    assert_int_equal (pwrite (s1, image + (1 << 20), 8192, 1 << 20), 8192);
+    assert_int_equal (pwrite (s1, image + sizeof image - 4096, 4096, sizeof image - 4096), 4096);
+    assert_int_equal (write (s2, image, sizeof image), (ssize_t) sizeof image);
+    assert_int_equal (gw_snapram_digest (sparse, 0, a), 0);
+    assert_int_equal (gw_snapram_digest (dense, 0, b), 0);
+    assert_string_equal (a, b);
+    buf_t whole = { .data = image, .len = sizeof image };
+    s_sha256_hex (&whole, c);
+    assert_string_equal (a, c);
+    assert_int_equal (pwrite (s1, "\x01", 1, 3 << 20), 1);   //  a zero chunk is not now
+    assert_int_equal (gw_snapram_digest (sparse, 0, c), 0);
+    assert_string_not_equal (a, c);
+    close (s1);
+    close (s2);
+    unlink (sparse);
+    unlink (dense);
+}
+
 int
 main (void)
 {
 #define T(name) cmocka_unit_test_setup_teardown (name, s_setup, tu_fixture_teardown)
     const struct CMUnitTest tests [] = {
+        T (test_the_ram_digest_is_of_the_content_not_the_layout),
         T (test_the_mem_pages_go_to_a_sparse_ram_file),
         T (test_the_ram_file_is_as_long_as_mem_with_its_tail_unsent),
         T (test_a_refused_stream_leaves_the_directory_as_it_was),
