@@ -15,8 +15,13 @@ once: each to its first `1` cell (max), then each one's host memory: private byt
 gateway and QEMU (what the fork adds; the snapshot's page cache is shared by all, counted
 once), and the PSS sum of all of them.
 
+Then, per layout, standby: a session that ran pandas and a chart, its host memory (gateway +
+QEMU, PSS and private) after IDLE_S idle seconds; and with --idle-pause 2, its PSS paused and
+the first reply after each of WAKES wakes.
+
 Targets (issue text, printed beside): resume to ready p50 <= 0.6 s at 0 and at 256 MiB;
-FANOUT forks all answering within 10 s, marginal host memory per fork <= 32 MiB.
+FANOUT forks all answering within 10 s, marginal host memory per fork <= 32 MiB; idle
+<= 50 MiB PSS; wake p50 <= 0.3 s.
 Run alone: `bench/ram_bench.py`; in `make bench` it is its own section (BENCH_RAM=0 skips
 it, BENCH_ONLY=ram runs it alone). Every gateway and VM is killed by pid.
 """
