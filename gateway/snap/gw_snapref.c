@@ -158,3 +158,15 @@ gw_snapref_verify_state (const gw_snapref_t *self, char *err, size_t errlen)
                             json_string_value (json_object_get (meta, "ram_digest")));
     return rc;
 }
+
+int
+gw_snapref_verify_ram (const gw_snapref_t *self, char *err, size_t errlen)
+{
+    assert (self && gw_snapref_ram (self));
+    bool hashed = false;
+    int rc = s_verify (self, self->ram, "ram_digest", "RAM", &hashed, err, errlen);
+    if (rc == 0 && hashed)
+        gw_snapstamp_write (self->dir, self->ram,
+                            json_string_value (json_object_get (self->meta, "ram_digest")));
+    return rc;
+}

@@ -45,4 +45,8 @@ const char *gw_snapref_mismatch (const gw_snapref_t *self, const json_t *expecte
 //  Blocks (~0.15 s per 300 MB).
 int gw_snapref_verify_state (const gw_snapref_t *self, char *err, size_t errlen);
 
+//  The RAM file alone, the same way (a resume checks it again once it holds
+//  the file's lease). Only for a snapshot that has one.
+int gw_snapref_verify_ram (const gw_snapref_t *self, char *err, size_t errlen);
+
 #endif

@@ -340,17 +340,15 @@ s_load (gw_vm_t *vm, const gw_snapref_t *ref, int timeout_ms, char *err, size_t 
 }
 
 //  A read lease on the snapshot's RAM file, taken before QEMU maps it, and
-//  the file still the one that was verified: nothing can change it unseen
-//  from here on (gw_readlease). A file whose stamp no longer matches (its
-//  mode changed, say) is hashed again, under the lease. 0, or -errno with
+//  the file checked again under it (its stamp, else its digest): nothing
+//  can change it unseen from here on (gw_readlease). 0, or -errno with
 //  err; *lease_p stays NULL when the file system has no leases.
 static int
 s_guard_ram (const gw_snapref_t *ref, gw_readlease_t **lease_p, char *err, size_t errlen)
 {
     const char *ram = gw_snapref_ram (ref);
-    const char *want = json_string_value (json_object_get (gw_snapref_meta (ref), "ram_digest"));
     int rc = 0;
-    char why [400], hex [65] = "";
+    char why [400];
     *lease_p = gw_readlease_new (ram, &rc, why, sizeof why);
     if (rc == -ENOTSUP || rc == -EINVAL) {
         gw_log (GW_LOG_WARN, "vm.ram_unguarded", "path=%s reason=\"%s\"", ram, why);
@@ -358,15 +356,8 @@ s_guard_ram (const gw_snapref_t *ref, gw_readlease_t **lease_p, char *err, size_
     }
     else if (rc < 0)
         snprintf (err, errlen, "its RAM file cannot be mapped safely: %s", why);
-    if (rc == 0 && want && !gw_snapstamp_matches (gw_snapref_dir (ref), ram, want)) {
-        if ((rc = gw_snapram_digest (ram, O_NOFOLLOW | O_NONBLOCK, hex)) == 0 && strcmp (hex, want))
-            rc = -EBADMSG;
-        if (rc == 0)
-            gw_snapstamp_write (gw_snapref_dir (ref), ram, want);
-        else
-            snprintf (err, errlen, "its RAM file changed after it was verified (%s)",
-                      rc == -EBADMSG ? "another digest now" : strerror (-rc));
-    }
+    if (rc == 0)
+        rc = gw_snapref_verify_ram (ref, err, errlen);
     if (rc < 0)
         gw_readlease_destroy (lease_p);
     return rc;
