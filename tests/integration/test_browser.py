@@ -784,8 +784,21 @@ def test_widget_slider(scratch):
     page.js("arguments[0].focus();", handle)
     handle.send_keys(Keys.ARROW_RIGHT * 5)
     wait_for(lambda: readout().text.strip() == "5", 10, "the readout at 5 after 5 right arrows")
-    _, c = page.run("print(s.value)", "\n")
-    assert c["text"].strip() == "5", f"the kernel's slider value after 5 right arrows: {c}"
+    # The widget manager sends one update, then holds the newest state until the kernel is
+    # idle for that message, so an execute sent meanwhile may be served before the last
+    # update: a real kernel sees 1 then 5. The value must reach 5 (a kernel that never said
+    # idle for a comm_msg would leave it at 1 for good).
+    seen = []
+
+    def kernel_value():
+        _, c = page.run("print(s.value)", "\n")
+        seen.append(c["text"].strip())
+        return seen[-1] == "5"
+    try:
+        wait_for(kernel_value, 30, "the kernel's slider value at 5 after 5 right arrows")
+    except AssertionError:
+        pytest.fail(f"the kernel's slider value never reached 5 after 5 right arrows and the "
+                    f"readout at 5: print(s.value) gave {seen}", pytrace=False)
     page.run("s.value = 42")
     wait_for(lambda: readout().text.strip() == "42", WAIT, "the readout at 42 after s.value = 42")
 
