@@ -29,7 +29,7 @@ EXCLUDE=(python3-pythran python3-widgetsnbextension gdb)
 # Never in the image (checked after the install; tests/integration/test_image.py too).
 ABSENT=(gcc gcc-12 g++ cpp binutils libc6-dev python3-dev libpython3.11-dev make)
 # Loaded by the initramfs in dependency order (computed from modinfo; no modules.dep shipped).
-MODULES=(virtio_mmio virtio_blk virtio_console overlay virtio-rng)
+MODULES=(virtio_mmio virtio_blk virtio_console overlay virtio-rng virtio_balloon)
 HOST_TOOLS=(debootstrap:debootstrap qemu-system-x86_64:qemu-system-x86 lz4:lz4
             mkfs.ext4:e2fsprogs debugfs:e2fsprogs cpio:cpio busybox:busybox-static
             modinfo:kmod gcc:gcc pkg-config:pkg-config)

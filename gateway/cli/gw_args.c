@@ -54,6 +54,9 @@ static const gw_opt_t s_table [GW_OPT_COUNT] = {
         "guest memory (default 512)" },
     [GW_OPT_VCPUS] = { "vcpus", GW_OPTKIND_SIZE, 1, 64, S_VM, S_MV, "N",
         "guest vCPUs (default 1)" },
+    [GW_OPT_TCG_TB] = { "tcg-tb-mib", GW_OPTKIND_SIZE, 0, 4096, S_VM, S_MV, "MIB",
+        "under TCG, the most host memory one VM's translated code may hold (default 32; "
+        "0: QEMU's own, up to 1 GiB; docs/snapshots.md)" },
     [GW_OPT_DISK_SIZE] = { "disk-size", GW_OPTKIND_SIZE, 64ULL << 20, 1ULL << 42, S_VM, S_MV,
         "BYTES", "the session's /workspace disk (default 1G)" },
     //  Always passed, resolved (gw_args_child_argv).
@@ -239,6 +242,7 @@ s_store (gw_args_t *args, gw_opt_id_t id, unsigned long long v)
         case GW_OPT_ARTIFACT_MAX_SESSION: args->artifact_max_session = v; break;
         case GW_OPT_MEMORY: args->memory_mib = (unsigned) v; break;
         case GW_OPT_VCPUS: args->vcpus = (unsigned) v; break;
+        case GW_OPT_TCG_TB: args->tcg_tb_mib = (unsigned) v; break;
         case GW_OPT_DISK_SIZE: args->disk_bytes = v; break;
         case GW_OPT_POOL: args->pool = (unsigned) v; break;
         case GW_OPT_POOL_BUDGET: args->pool_budget_mib = (unsigned) v; break;
@@ -460,6 +464,8 @@ gw_args_vm_config (gw_args_t *args, gw_vm_config_t *cfg)
         cfg->mem_mib = args->memory_mib;
     if (args->vcpus)
         cfg->vcpus = args->vcpus;
+    if (gw_args_has (args, GW_OPT_TCG_TB))
+        cfg->tcg_tb_mib = args->tcg_tb_mib;
     if (args->disk_bytes)
         cfg->disk_bytes = args->disk_bytes;
     cfg->jail = (gw_jail_opts_t) { .mode = GW_JAIL_AUTO, .uid_base = args->jail_uid_base,

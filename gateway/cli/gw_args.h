@@ -31,7 +31,7 @@ typedef enum {
     GW_OPT_CONNECTION_FILE, GW_OPT_BACKEND, GW_OPT_KERNEL, GW_OPT_LOG_LEVEL, GW_OPT_MAX_MSG,
     GW_OPT_MAX_FRAME, GW_OPT_CELL_TIMEOUT, GW_OPT_IMAGE, GW_OPT_ARTIFACTS_DIR,
     GW_OPT_ARTIFACT_MAX_FILE, GW_OPT_ARTIFACT_MAX_SESSION, GW_OPT_QEMU, GW_OPT_ACCEL,
-    GW_OPT_RUN_DIR, GW_OPT_MEMORY, GW_OPT_VCPUS, GW_OPT_DISK_SIZE, GW_OPT_TEMPLATE_DIR,
+    GW_OPT_RUN_DIR, GW_OPT_MEMORY, GW_OPT_VCPUS, GW_OPT_TCG_TB, GW_OPT_DISK_SIZE, GW_OPT_TEMPLATE_DIR,
     GW_OPT_NO_TEMPLATES, GW_OPT_BUILD_TEMPLATE, GW_OPT_POOL, GW_OPT_POOL_DAEMON,
     GW_OPT_POOL_BUDGET, GW_OPT_POOL_IDLE, GW_OPT_LISTEN_FDS, GW_OPT_IDLE_PAUSE,
     GW_OPT_IDLE_TIMEOUT, GW_OPT_TTL, GW_OPT_SNAPSHOT_DIR, GW_OPT_FROM_SNAPSHOT, GW_OPT_SNAPSHOT_GC,
@@ -74,7 +74,8 @@ typedef struct {
     double cell_timeout, idle_pause, idle_timeout, ttl, snapshot_max_age, cpus, lease_ttl;
     double checkpoint_every, lease_wait, start_timeout;
     unsigned long long snapshot_max_bytes;
-    unsigned memory_mib, vcpus, pool, pool_budget_mib, pool_idle_s, jail_uid_base, admit;
+    unsigned memory_mib, vcpus, tcg_tb_mib, pool, pool_budget_mib, pool_idle_s, jail_uid_base;
+    unsigned admit;
     unsigned long long disk_bps, disk_iops;
     unsigned long long disk_bytes, artifact_max_file, artifact_max_session, share_max;
     char image_dir [PATH_MAX];                  //  made absolute by gw_args_vm_config

@@ -237,9 +237,8 @@ s_grant_run_dir (gw_jail_t *self, const gw_jail_vm_t *vm)
     return rc < 0 ? rc : s_give (self, top, 0, 0660);
 }
 
-//  The preload shim beside this executable, or NULL (jailshim.c).
-static const char *
-s_shim (void)
+const char *
+gw_jail_shim (void)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static char path [PATH_MAX];
@@ -290,7 +289,7 @@ s_plan_mem (gw_jail_t *self, const gw_jail_vm_t *vm)
             abort ();
         return rc < 0 ? rc : gw_jail_mount_add (self->mounts, vm->mem_path, false, false);
     }
-    const char *shim = s_shim ();
+    const char *shim = gw_jail_shim ();
     if (shim && (rc = gw_jail_mount_add (self->mounts, shim, false, true)) == 0) {
         self->env [0] = s_env ("LD_PRELOAD", shim);
         self->env [1] = s_env ("CELLVM_JAIL_RO_RAM", vm->mem_path);

@@ -111,6 +111,11 @@ const char *gw_jail_step_name (const gw_jail_t *self, int step, char *buf, size_
 //  cgroup goes: QEMU is gone.
 bool gw_jail_reaped (gw_jail_t *self, int wstatus, char *why, size_t cap);
 
+//  The preload shim beside this executable (jailshim.c), or NULL, logged
+//  once. A clone's QEMU needs it to map its template's RAM read-only, and
+//  with free page reporting to leave that file whole.
+const char *gw_jail_shim (void);
+
 //  QEMU's whole environment (NULL-terminated): empty, or the preload shim
 //  that lets a clone map its template's RAM from a read-only file.
 char *const *gw_jail_env (const gw_jail_t *self);

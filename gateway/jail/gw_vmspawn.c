@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -113,6 +114,8 @@ s_child (const gw_vmspawn_t *sp)
     close_range (3, ~0U, CLOSE_RANGE_CLOEXEC);  //  no gateway fd leaks in; report closes on exec
     if (sp->jail)                               //  nothing of the gateway's environment either
         execve (sp->argv [0], sp->argv, gw_jail_env (sp->jail));
+    else if (sp->env)
+        execve (sp->argv [0], sp->argv, sp->env);
     else
         execv (sp->argv [0], sp->argv);
 fail:
@@ -186,4 +189,44 @@ gw_vmspawn (gw_vmspawn_t *sp, pid_t *pid_p, char *err, size_t errlen)
     }
     *pid_p = pid;
     return 0;
+}
+
+static char *
+s_var (const char *name, const char *value, const char *old)
+{
+    char *text = NULL;
+    if (asprintf (&text, "%s=%s%s%s", name, value, old ? ":" : "", old ? old : "") < 0)
+        abort ();
+    return text;
+}
+
+char **
+gw_vmspawn_env (const char *shim, const char *ram)
+{
+    extern char **environ;
+    size_t n = 0, k = 0;
+    while (environ [n])
+        n++;
+    char **env = calloc (n + 3, sizeof *env);
+    if (!env)
+        abort ();
+    for (size_t i = 0; i < n; i++)
+        if (strncmp (environ [i], "LD_PRELOAD=", 11) != 0
+        &&  strncmp (environ [i], "CELLVM_JAIL_RO_RAM=", 19) != 0
+        &&  !(env [k++] = strdup (environ [i])))
+            abort ();
+    env [k++] = s_var ("LD_PRELOAD", shim, getenv ("LD_PRELOAD"));
+    env [k++] = s_var ("CELLVM_JAIL_RO_RAM", ram, NULL);
+    return env;
+}
+
+void
+gw_vmspawn_env_destroy (char ***env_p)
+{
+    if (!env_p || !*env_p)
+        return;
+    for (char **e = *env_p; *e; e++)
+        free (*e);
+    free (*env_p);
+    *env_p = NULL;
 }

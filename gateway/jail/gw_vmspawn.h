@@ -25,8 +25,16 @@ typedef struct {
     rlim_t fsize;                               //  RLIMIT_FSIZE, 0: unchanged
     pid_t parent;                               //  the gateway
     gw_jail_t *jail;                            //  clone into it; NULL: plain fork
+    char **env;                                 //  unjailed: exec with it (gw_vmspawn_env);
+                                                //  NULL: ours
     int report_fd;                              //  set by gw_vmspawn: the child's report pipe
 } gw_vmspawn_t;
+
+//  Our environment with LD_PRELOAD=shim (ahead of one we have) and
+//  CELLVM_JAIL_RO_RAM=ram: what an unjailed clone's QEMU needs of the shim
+//  a jail gives it (jailshim.c). Free with gw_vmspawn_env_destroy.
+char **gw_vmspawn_env (const char *shim, const char *ram);
+void gw_vmspawn_env_destroy (char ***env_p);
 
 //  Start sp->argv. Returns once the child has exec'd, or (jailed) once it
 //  is in its jail's root: its cgroup, privileges and exec follow on its

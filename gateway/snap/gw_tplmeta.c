@@ -90,6 +90,7 @@ gw_tplmeta_inputs (const gw_vm_config_t *cfg)
                             "disk_bytes", (json_int_t) cfg->disk_bytes);
     if (!in)
         abort ();
+    json_object_set_new (in, "page_reporting", json_boolean (cfg->page_reporting));
     s_add_image (in, cfg);
     if (s_which (cfg->qemu ? cfg->qemu : "qemu-system-x86_64", qemu, sizeof qemu) == 0)
         s_add_stat (in, "qemu", qemu);

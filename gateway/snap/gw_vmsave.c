@@ -149,7 +149,7 @@ s_flatten (const gw_vmsave_req_t *req, const char *staging, char *err, size_t er
 //  What QEMU's command line says: the TSC rate on -append (a clone runs
 //  with its template's) and whether RAM is a backend named "mem".
 static void
-s_cmdline_facts (int pid, unsigned *tsc_p, bool *named_p)
+s_cmdline_facts (int pid, unsigned *tsc_p, bool *named_p, bool *reporting_p)
 {
     char path [64], buf [8192];
     snprintf (path, sizeof path, "/proc/%d/cmdline", pid);
@@ -164,6 +164,7 @@ s_cmdline_facts (int pid, unsigned *tsc_p, bool *named_p)
     const char *t = strstr (buf, "tsc_early_khz=");
     *tsc_p = t ? (unsigned) strtoul (t + 14, NULL, 10) : 0;
     *named_p = strstr (buf, "memory-backend=mem") != NULL;
+    *reporting_p = strstr (buf, "free-page-reporting=on") != NULL;
 }
 
 static json_t *
@@ -182,8 +183,8 @@ s_meta (const gw_vmsave_req_t *req, const char *staging, const char *qemu_versio
     }
     disk_bytes = st.st_size;
     unsigned tsc;
-    bool named;
-    s_cmdline_facts (req->pid, &tsc, &named);
+    bool named, reporting;
+    s_cmdline_facts (req->pid, &tsc, &named, &reporting);
     json_t *meta = gw_vmsave_expected (req->cfg);
     if (ram_sha) {
         json_object_set_new (meta, "ram_bytes", json_integer ((json_int_t) req->cfg->mem_mib << 20));
@@ -191,9 +192,9 @@ s_meta (const gw_vmsave_req_t *req, const char *staging, const char *qemu_versio
         snprintf (path, sizeof path, "%s/" GW_SNAP_RAM, staging);
         gw_snapstamp_write (staging, path, ram_sha);
     }
-    json_object_update_new (meta, json_pack ("{s:f, s:s, s:i, s:b, s:I, s:s, s:I}",
+    json_object_update_new (meta, json_pack ("{s:f, s:s, s:i, s:b, s:b, s:I, s:s, s:I}",
         "created", ch_clock_wall_s (), "qemu_version", qemu_version,
-        "tsc_khz", (int) tsc, "mem_named", named,
+        "tsc_khz", (int) tsc, "mem_named", named, "page_reporting", reporting,
         "state_bytes", (json_int_t) state_bytes, "state_sha256", hex,
         "disk_file_bytes", (json_int_t) disk_bytes));
     snprintf (path, sizeof path, "%s/" GW_SNAP_STATE, staging);
@@ -221,8 +222,8 @@ s_split_ram (const gw_vmsave_req_t *req, const char *staging, char sha [65],
              gw_vmsave_out_t *out, char *err, size_t errlen)
 {
     unsigned tsc;
-    bool named;
-    s_cmdline_facts (req->pid, &tsc, &named);
+    bool named, reporting;
+    s_cmdline_facts (req->pid, &tsc, &named, &reporting);
     //  CELLVM_SNAPSHOT_RAM=stream keeps the old layout: make bench's anchor.
     const char *mode = getenv ("CELLVM_SNAPSHOT_RAM");
     if (mode && strcmp (mode, "stream") && strcmp (mode, "file"))
@@ -381,6 +382,9 @@ gw_vmsave_resume (const gw_snapref_t *ref, const gw_vm_config_t *cfg, int timeou
     c.mem_path = gw_snapref_ram (ref);          //  mapped, copy-on-write; NULL: streamed
     c.mem_share = false;
     c.mem_named = json_is_true (json_object_get (meta, "mem_named"));
+    //  The saved device model, exactly: a snapshot from before free page reporting has no
+    //  balloon to restore.
+    c.page_reporting = json_is_true (json_object_get (meta, "page_reporting"));
     c.incoming_defer = true;
     c.disk_backing = c.disk_seed = c.disk_chain_dir = c.disk_name = NULL;
     c.disk_base = gw_snapref_disk (ref);

@@ -360,6 +360,7 @@ s_spawn_open (gw_vm_t *self, gw_vmspawn_t *sp, char *err, size_t errlen)
 static void
 s_spawn_close (gw_vmspawn_t *sp)
 {
+    gw_vmspawn_env_destroy (&sp->env);
     if (sp->log_fd >= 0)
         close (sp->log_fd);
     if (sp->null_fd >= 0)
@@ -466,6 +467,27 @@ s_jail_new (gw_vm_t *self, char *err, size_t errlen)
     return 0;
 }
 
+//  A clone with free page reporting has the shim, jailed or not: without
+//  it QEMU 7.2 would punch the pages its guest frees out of the RAM file
+//  other VMs map (jailshim.c).
+static int
+s_shim_env (gw_vm_t *self, gw_vmspawn_t *sp, char *err, size_t errlen)
+{
+    const gw_vm_config_t *c = &self->cfg;
+    if (!c->page_reporting || !c->mem_path || c->mem_share)
+        return 0;
+    const char *shim = gw_jail_shim ();
+    if (!shim) {
+        snprintf (err, errlen, "vm: cellvm-jailshim.so is missing beside the gateway; without "
+                  "it this VM would punch holes in %s, which other sessions map (reinstall "
+                  "cellvm: make install puts it beside cellvm-gateway)", c->mem_path);
+        return -ENOENT;
+    }
+    if (!self->jail && !self->priv)
+        sp->env = gw_vmspawn_env (shim, c->mem_path);
+    return 0;
+}
+
 //  ms: the disk, the jail's preparation, and clone to exec.
 static void
 s_log_spawned (gw_vm_t *self, const int64_t t [3])
@@ -498,7 +520,7 @@ gw_vm_start (gw_vm_t *self, char *err, size_t errlen)
     if (rc < 0 || (rc = s_create_disk (self, err, errlen)) < 0)
         goto fail;
     t [1] = ch_clock_mono_ms ();
-    if ((rc = s_jail_new (self, err, errlen)) < 0)
+    if ((rc = s_jail_new (self, err, errlen)) < 0 || (rc = s_shim_env (self, &sp, err, errlen)) < 0)
         goto fail;
     t [2] = ch_clock_mono_ms ();
     sp.argv = self->argv;

@@ -16,6 +16,8 @@ gw_vm_config_defaults (gw_vm_config_t *cfg)
     cfg->accel = GW_ACCEL_AUTO;
     cfg->mem_mib = 512;
     cfg->vcpus = 1;
+    cfg->tcg_tb_mib = 32;
     cfg->disk_bytes = 1024 * S_MIB;
     cfg->port_timeout_ms = 10000;
+    cfg->page_reporting = true;
 }

@@ -28,6 +28,7 @@ typedef struct {
     const char *cpu;                            //  NULL: "max" (tcg) / "host" (kvm)
     unsigned mem_mib;                           //  guest RAM in MiB
     unsigned vcpus;                             //  virtual CPUs
+    unsigned tcg_tb_mib;                        //  TCG's code buffer cap, 0: QEMU's (1 GiB)
     uint64_t disk_bytes;                        //  /workspace disk, virtual size
     unsigned tsc_khz;                           //  host TSC rate, 0: read by gw_vm_new
     unsigned port_timeout_ms;                   //  connect_port gives up after this
@@ -37,6 +38,8 @@ typedef struct {
     bool mem_named;                             //  no mem_path: anonymous RAM, but in a
                                                 //  backend named "mem" (a clone's snapshot)
     bool incoming_defer;                        //  -incoming defer (restore over QMP)
+    bool page_reporting;                        //  a virtio-balloon that hands freed guest
+                                                //  pages back (docs/snapshots.md); default on
     const char *disk_backing;                   //  /workspace qcow2 backing file, NULL: blank
     const char *disk_seed;                      //  a pristine layer to copy instead of
                                                 //  making one, NULL: none
@@ -50,8 +53,10 @@ typedef struct {
     gw_jail_opts_t jail;                        //  QEMU's jail (gw_jail); defaults: off
 } gw_vm_config_t;
 
-//  Defaults: qemu-system-x86_64, qemu-img, accel auto, 512 MiB, 1 vCPU,
-//  1 GiB disk, 10 s port timeout; image_dir NULL (must be set).
+//  Defaults: qemu-system-x86_64, qemu-img, accel auto, 512 MiB, 1 vCPU, a
+//  32 MiB TCG code buffer,
+//  1 GiB disk, 10 s port timeout, free page reporting; image_dir NULL (must
+//  be set).
 void gw_vm_config_defaults (gw_vm_config_t *cfg);
 
 #endif

@@ -162,7 +162,13 @@ s_args_machine (s_args_t *a, const gw_vm_config_t *cfg)
     s_add (a, "-M");
     s_add (a, "microvm%s", cfg->mem_path || cfg->mem_named ? ",memory-backend=mem" : "");
     s_add (a, "-accel");
-    s_add (a, "%s", kvm ? "kvm" : "tcg");
+    //  TCG keeps translated code in a buffer that only grows until it is full (1 GiB by
+    //  default), and an idle VM still holds every page it filled: capped, a session's
+    //  translations cost at most this much host memory (docs/snapshots.md).
+    if (kvm || !cfg->tcg_tb_mib)
+        s_add (a, "%s", kvm ? "kvm" : "tcg");
+    else
+        s_add (a, "tcg,tb-size=%u", cfg->tcg_tb_mib);
     s_add (a, "-cpu");
     s_add (a, "%s", gw_vmargv_cpu (cfg));
     s_add (a, "-m");
@@ -240,6 +246,12 @@ s_args_devices (s_args_t *a, const gw_vm_config_t *cfg, const char *run_dir, con
     }
     s_add (a, "-device");
     s_add (a, "virtio-rng-device");
+    //  Free page reporting: the guest hands back the pages it frees, in 2 MiB blocks. A
+    //  snapshot records whether its VM had it (gw_vmsave).
+    if (cfg->page_reporting) {
+        s_add (a, "-device");
+        s_add (a, "virtio-balloon-device,free-page-reporting=on");
+    }
     s_add (a, "-qmp");
     s_add (a, "unix:%s/%s,server=on,wait=off", run_dir, s_ports [2].file);
     if (cfg->incoming_defer) {

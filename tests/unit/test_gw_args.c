@@ -66,7 +66,7 @@ s_sample (const fixture_t *f, gw_opt_id_t id)
         [GW_OPT_MAX_FRAME] = "2M", [GW_OPT_CELL_TIMEOUT] = "5", [GW_OPT_ARTIFACTS_DIR] = "/a",
         [GW_OPT_ARTIFACT_MAX_FILE] = "3M", [GW_OPT_ARTIFACT_MAX_SESSION] = "4M",
         [GW_OPT_QEMU] = "/opt/other-qemu", [GW_OPT_ACCEL] = "kvm", [GW_OPT_RUN_DIR] = "/r",
-        [GW_OPT_MEMORY] = "1k", [GW_OPT_VCPUS] = "2", [GW_OPT_DISK_SIZE] = "2G",
+        [GW_OPT_MEMORY] = "1k", [GW_OPT_VCPUS] = "2", [GW_OPT_TCG_TB] = "16", [GW_OPT_DISK_SIZE] = "2G",
         [GW_OPT_TEMPLATE_DIR] = "/t2", [GW_OPT_NO_TEMPLATES] = "", [GW_OPT_POOL] = "3",
         [GW_OPT_POOL_BUDGET] = "1000", [GW_OPT_POOL_IDLE] = "60",
         [GW_OPT_LISTEN_FDS] = "3,4,5,6,7", [GW_OPT_IDLE_PAUSE] = "300",

@@ -58,7 +58,7 @@ test_gw_vmargv_is_exactly_the_recipe (void **state)
     //  The whole list, in order: a snapshot restores only into the
     //  template's exact device model, so any change here must be deliberate.
     const char *want [] = {
-        "/usr/bin/qemu-system-x86_64", "-M", "microvm", "-accel", "tcg", "-cpu", "max,erms=off",
+        "/usr/bin/qemu-system-x86_64", "-M", "microvm", "-accel", "tcg,tb-size=32", "-cpu", "max,erms=off",
         "-m", "512", "-smp", "1", "-nodefaults", "-no-user-config", "-nic", "none",
         "-display", "none", "-no-reboot", "-sandbox", SANDBOX,
         "-serial", "file:/r/vm-1/console.log", "-kernel", "/img/vmlinux",
@@ -75,6 +75,7 @@ test_gw_vmargv_is_exactly_the_recipe (void **state)
         "-chardev", "socket,id=i,path=/r/vm-1/init.sock,server=on,wait=off",
         "-device", "virtserialport,chardev=i,name=cellvm.init",
         "-device", "virtio-rng-device",
+        "-device", "virtio-balloon-device,free-page-reporting=on",
         "-qmp", "unix:/r/vm-1/qmp.sock,server=on,wait=off", NULL
     };
     gw_vm_config_t cfg = s_config ();
@@ -140,6 +141,16 @@ test_gw_vmargv_follows_the_config (void **state)
     assert_int_equal (gw_vmargv_build (&cfg, "/r/vm-2", &argv, err, sizeof err), 0);
     assert_string_equal (s_opt (argv, "-cpu", 0), "host,-arch-capabilities");
     gw_vmargv_destroy (&argv);
+    //  TCG's code buffer: capped as asked, or QEMU's own; KVM has none.
+    cfg.accel = GW_ACCEL_TCG;
+    cfg.tcg_tb_mib = 0;
+    assert_int_equal (gw_vmargv_build (&cfg, "/r/vm-2", &argv, err, sizeof err), 0);
+    assert_string_equal (s_opt (argv, "-accel", 0), "tcg");
+    gw_vmargv_destroy (&argv);
+    cfg.tcg_tb_mib = 16;
+    assert_int_equal (gw_vmargv_build (&cfg, "/r/vm-2", &argv, err, sizeof err), 0);
+    assert_string_equal (s_opt (argv, "-accel", 0), "tcg,tb-size=16");
+    gw_vmargv_destroy (&argv);
 }
 
 static void
@@ -171,6 +182,14 @@ test_gw_vmargv_has_the_snapshot_hooks (void **state)
         if (strcmp (t [i], "-device") == 0)
             assert_string_equal (t [i + 1], c [i + 1]);
     gw_vmargv_destroy (&t);
+    gw_vmargv_destroy (&c);
+    //  A snapshot from before free page reporting: the same devices without the balloon.
+    cfg.page_reporting = false;
+    assert_int_equal (gw_vmargv_build (&cfg, "/r/c", &c, err, sizeof err), 0);
+    for (size_t i = 0; c [i]; i++)
+        assert_null (strstr (c [i], "virtio-balloon"));
+    assert_string_equal (s_opt (c, "-device", 5), "virtio-rng-device");
+    assert_null (s_opt (c, "-device", 6));
     gw_vmargv_destroy (&c);
 }
 
