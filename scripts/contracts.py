@@ -233,7 +233,8 @@ def text_files(root):
         elif p.is_dir():
             for f in sorted(p.rglob("*")):
                 parts = set(f.relative_to(root).parts)
-                if f.is_file() and not SKIP_DIRS & parts and f.suffix in TEXT_SUFFIXES:
+                if (f.is_file() and not SKIP_DIRS & parts and f.suffix in TEXT_SUFFIXES
+                        and b"\0" not in f.read_bytes()):    # a fuzz seed is data, not prose
                     yield f
 
 

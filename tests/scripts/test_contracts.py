@@ -144,6 +144,9 @@ def test_tracker_citations_fail_in_comments_not_in_code(tree):
     (tree / "docs/x.md").write_text(f"# A doc\n\nDone in {PR} 4 (#" "5).\n")
     p = tree / "tests/unit/gen_hmac_vectors.py"
     k = append(p, f'\n"""Vectors, as {ISSUE}s 3 and 4 asked."""\n')
+    seed = tree / "tests/fuzz/seeds/fuzz_x/hello"    # data that happens to hold a citation
+    seed.parent.mkdir(parents=True)
+    seed.write_bytes(b"\x16\x03\x01\x00\x00 see #" b"1\n")
     rc, out = run("--root", tree)
     assert rc == 1
     for where, what in ((f"channel/ch_util.c:{n + 1}", f"{ISSUE} 12"),
@@ -154,4 +157,5 @@ def test_tracker_citations_fail_in_comments_not_in_code(tree):
         assert f'{where}: cites a tracker ("{what}"): say the reason instead' in out, out
     assert f"channel/ch_util.c:{n + 4}" not in out                  #  code, not a comment
     assert f"channel/ch_util.c:{n + 5}" not in out
+    assert "fuzz_x/hello" not in out
     assert " 5 tracker citations" in out
