@@ -83,8 +83,8 @@ s_hunt_byte (ch_frame_dec_t *self, uint8_t b)
 {
     if (b == s_sync [self->match])
         self->match++;
-    else if (b == 0)
-        self->match = self->match >= 4 ? 4 : self->match + 1;
+    else if (b == 0)                            //  past the zeros, a zero starts over at one
+        self->match = self->match == 4 ? 4 : 1;
     else
         self->match = 0;
     if (self->match == CH_FRAME_SYNC_LEN) {

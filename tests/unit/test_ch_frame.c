@@ -127,6 +127,24 @@ test_ch_frame_hunt_skips_to_the_sync_marker (void **state)
     ch_frame_dec_destroy (&dec);
 }
 
+//  A near miss: one zero inside the letters starts the count over at one,
+//  so "\0\0\0\0CVM-S\0CVM-SYNC" is not the marker and the hunt goes on.
+static void
+test_ch_frame_hunt_is_not_fooled_by_a_near_miss (void **state)
+{
+    (void) state;
+    static const uint8_t near [] = "\0\0\0\0CVM-S\0CVM-SYNC";
+    ch_frame_dec_t *dec = ch_frame_dec_new (100);
+    ch_frame_dec_hunt (dec);
+    for (size_t i = 0; i < sizeof near - 1; i++)
+        assert_int_equal (ch_frame_dec_feed (dec, near + i, 1), 1);
+    assert_true (ch_frame_dec_hunting (dec));
+    assert_int_equal (ch_frame_dec_feed (dec, (const uint8_t *) CH_FRAME_SYNC,
+                                         CH_FRAME_SYNC_LEN), CH_FRAME_SYNC_LEN);
+    assert_false (ch_frame_dec_hunting (dec));
+    ch_frame_dec_destroy (&dec);
+}
+
 static void
 test_ch_frame_sync_between_frames_only_when_allowed (void **state)
 {
@@ -157,6 +175,7 @@ main (void)
         cmocka_unit_test (test_ch_frame_rejects_oversize_before_allocating),
         cmocka_unit_test (test_ch_frame_encode_checks_range),
         cmocka_unit_test (test_ch_frame_hunt_skips_to_the_sync_marker),
+        cmocka_unit_test (test_ch_frame_hunt_is_not_fooled_by_a_near_miss),
         cmocka_unit_test (test_ch_frame_sync_between_frames_only_when_allowed),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
