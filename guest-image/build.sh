@@ -19,7 +19,7 @@ KERNEL_VERSION_TAG=2
 SUITE=bookworm
 PACKAGES=(python3 python3-numpy python3-pandas python3-matplotlib python3-scipy python3-ipython
           python3-matplotlib-inline python3-ipywidgets python3-debugpy libpython3.11 libjansson4
-          libssl3 e2fsprogs
+          libssl3 e2fsprogs python3-pip ca-certificates
           python3-ipython-genutils)  # ipywidgets imports it but only the notebook depends on it
 # Dependencies the kernel never runs, kept out by a local package that Provides them:
 # python3-scipy Depends on python3-pythran (a build-time compiler: gcc, g++, libboost-dev,

@@ -276,13 +276,14 @@ s_on_init_msg (s_self_t *self, ch_msg_t *msg)
     const char *type = ch_msg_type (msg);
     json_t *c = ch_msg_content (msg);
     bool asked = gw_watch_answer (self->watch, msg);
-    if (gw_microvm__on_init_reply (self, msg))
+    if (gw_microvm__on_init_reply (self, msg) || gw_microvm__net_reply (self, msg))
         return 0;
     if (strcmp (type, "hello") == 0 && !self->init_ready) {
         self->init_ready = true;
         s_timer (self, self->ops != NULL);
         gw_log (GW_LOG_INFO, "vm.init_ready", "pid=%d", self->vm ? gw_vmh_pid (self->vm) : 0);
         s_ops_send_waiting (self);
+        gw_microvm__net_start (self);
     }
     else if (strcmp (type, "kernel_exited") == 0) {
         //  A stop we asked for (restart_request) reports the kernel we already
@@ -375,6 +376,7 @@ s_on_event (void *ctx)
     }
     if (rc == -EPIPE || rc == -EPROTO)
         s_init_lost (self, rc);
+    gw_microvm__net_event (self);
     gw_microvm__watch_init (self);
     gw_microvm__on_save (self);
     return died;
@@ -398,6 +400,7 @@ s_try_init (s_self_t *self)
 void
 gw_microvm__drop_vm (s_self_t *self)
 {
+    gw_microvm__net_drop (self);
     s_drop_init (self);
     s_ops_fail (self, false, "the session's VM is gone");
     if (self->kernel_fd >= 0)
@@ -543,6 +546,7 @@ s_take_start (s_self_t *self, char *err, size_t errlen)
             gw_watch_owed (self->watch, "set_time_reply");  //  gw_vmstart asked it
         s_adopt_init (self, &res.init, true);
         s_ops_send_waiting (self);              //  chunks asked for while it started
+        gw_microvm__net_start (self);
         return 0;
     }
     return s_boot_keeping (self, err, errlen) < 0 ? -EIO : -EAGAIN;

@@ -16,6 +16,7 @@
 #include "backend/gw_backend.h"
 #include "vm/gw_vm_config.h"
 #include "backend/gw_vmh.h"
+#include "net/gw_egproxy.h"
 
 typedef struct _gw_vmstart_result_t gw_vmstart_result_t;   //  gw_vmstart.h
 
@@ -54,6 +55,13 @@ typedef struct {
     const char *admit_dir;
     int admit_slots;
     int start_timeout_ms;                       //  each step of a restore (gw_patience), 0: 5 s
+    //  Egress (docs/network.md): the session's policy, NULL: no network at
+    //  all. Borrowed; a live change edits it in place and new connections
+    //  see it. Its caps (policy and nonce there unused) and the guest
+    //  proxy's port (0: 3128).
+    const gw_egress_t *egress;
+    gw_egproxy_cfg_t egress_caps;
+    unsigned egress_port;
 } gw_microvm_opts_t;
 
 //  cfg is copied; its strings are borrowed and must outlive the backend.

@@ -12,6 +12,7 @@
 #include "snap/gw_snapref.h"
 #include "backend/gw_vmstart.h"
 #include "guest/gw_watch.h"
+#include "net/gw_egproxy.h"
 
 #include <limits.h>
 #include <stdbool.h>
@@ -67,6 +68,12 @@ typedef struct {
     //  A frozen or hostile guest (gw_microvm_watch.c, docs/security.md).
     gw_watch_t *watch;              //  pings, unasked-for messages, the console
     char stop_why [400];            //  the gateway stopped the VM: why, "" it did not
+    //  Egress (gw_microvm_net.c, docs/network.md).
+    gw_egproxy_t *net;              //  this VM's, NULL: none (egress off, or not yet)
+    char net_nonce [33];            //  the guest proxy's
+    char net_id [37];               //  the egress_start_request in flight, "" none
+    uint64_t net_used;              //  bytes the session's earlier VMs moved (the cap is
+                                    //  the session's, across pauses and rebirths)
 } s_self_t;
 
 
@@ -87,6 +94,16 @@ int gw_microvm__check_file_reply (const s_op_t *op, const ch_msg_t *msg, char *e
                                   size_t errlen);
 //  The reap's words for a VM that ended; the gateway's reason when it stopped it.
 void gw_microvm__vm_detail (s_self_t *self, const char *how, gw_exit_t *exit_p);
+
+//  gw_microvm_net.c
+//  Init is ready in a new VM: start its egress, when the session has any.
+void gw_microvm__net_start (s_self_t *self);
+//  init's egress_start_reply: true when msg was it.
+bool gw_microvm__net_reply (s_self_t *self, const ch_msg_t *msg);
+//  The backend's event: the egress proxy's share (a hostile guest stops the VM).
+void gw_microvm__net_event (s_self_t *self);
+//  The VM went away: so does its egress.
+void gw_microvm__net_drop (s_self_t *self);
 
 //  gw_microvm_life.c
 //  A start with a VM still there (its kernel died, or a restart): a new VM

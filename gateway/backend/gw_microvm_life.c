@@ -232,6 +232,10 @@ s_save (s_self_t *self, const char *store_dir, const char *name, bool pause,
         return -EBUSY;
     }
     json_t *extra = json_pack ("{s:s}", "reason", pause ? "idle-pause" : "request");
+    char policy [GW_EGRESS_LIST_MAX * 3 + 64];
+    if (self->opts.egress && gw_egress_format (self->opts.egress, policy, sizeof policy)
+                             < (int) sizeof policy)   //  a resume keeps its client list
+        json_object_set_new (extra, "egress", json_loads (policy, 0, NULL));
     if (more)
         json_object_update_missing (extra, (json_t *) more);
     gw_vmsave_req_t req = { .run_dir = gw_vmh_run_dir (self->vm), .disk_top = self->disk_top,

@@ -18,6 +18,7 @@
 #define S_MAIN GW_ARGS_HELP_MAIN
 #define S_MV GW_ARGS_HELP_MICROVM
 #define S_SESS GW_ARGS_HELP_SESSIONS
+#define S_NET GW_ARGS_HELP_EGRESS
 
 static const gw_opt_t s_table [GW_OPT_COUNT] = {
     [GW_OPT_CONNECTION_FILE] = { "connection-file", GW_OPTKIND_STR, 0, 0, 0, S_MAIN, "FILE",
@@ -145,6 +146,21 @@ static const gw_opt_t s_table [GW_OPT_COUNT] = {
         "each step of a restore or resume (the snapshot loaded, init's and the kernel's "
         "answers) may take S seconds before the guest is judged stuck; one kept off the CPUs "
         "waits on, up to 12 times that (default 5)" },
+    //  Egress (docs/network.md): the operator's policy, the ceiling of a client's.
+    [GW_OPT_EGRESS_ALLOW] = { "egress-allow", GW_OPTKIND_STR, 0, 0, 0, S_NET, "LIST",
+        "the destinations a session's cells may reach through its proxy: names, *.domain, "
+        "addresses, networks, * (any public address), each with an optional :PORT, e.g. "
+        "pypi.org,*.pythonhosted.org:443 (default: none, no network at all)" },
+    [GW_OPT_EGRESS_DENY] = { "egress-deny", GW_OPTKIND_STR, 0, 0, 0, S_NET, "LIST",
+        "refused even when an allow rule matches" },
+    [GW_OPT_EGRESS_STREAMS] = { "egress-streams", GW_OPTKIND_SIZE, 1, 4096, 0, S_NET, "N",
+        "connections a session may have open at once (default 64)" },
+    [GW_OPT_EGRESS_CONNS] = { "egress-conns", GW_OPTKIND_SIZE, 1, 1000000, 0, S_NET, "N",
+        "new connections a session may open a minute (default 600)" },
+    [GW_OPT_EGRESS_MAX] = { "egress-max", GW_OPTKIND_SIZE, 1, 1ULL << 50, 0, S_NET, "BYTES",
+        "bytes a session may move both ways, then new connections are refused (default 4G)" },
+    [GW_OPT_EGRESS_PORT] = { "egress-port", GW_OPTKIND_SIZE, 1024, 65535, 0, S_NET, "PORT",
+        "the proxy's port on the guest's loopback (default 3128)" },
     [GW_OPT_HELP] = { "help", GW_OPTKIND_FLAG, 0, 0, 0, S_MAIN, NULL, "print this and exit" },
 };
 
@@ -190,10 +206,12 @@ gw_args_usage (FILE *out)
         [GW_ARGS_HELP_MAIN] = "",
         [GW_ARGS_HELP_MICROVM] = "\nmicrovm options:\n",
         [GW_ARGS_HELP_SESSIONS] = "\nsessions that outlive a process (docs/sessions.md):\n",
+        [GW_ARGS_HELP_EGRESS] = "\negress, microvm (docs/network.md; also CELLVM_EGRESS_ALLOW=LIST, "
+                                "which only narrows):\n",
     };
     fprintf (out, "usage: cellvm-gateway --connection-file FILE --backend microvm|unsafe-local\n"
              "                      [OPTION...]\n\n");
-    for (gw_args_help_t group = GW_ARGS_HELP_MAIN; group <= GW_ARGS_HELP_SESSIONS; group++) {
+    for (gw_args_help_t group = GW_ARGS_HELP_MAIN; group <= GW_ARGS_HELP_EGRESS; group++) {
         fputs (heads [group], out);
         for (int id = 0; id < GW_OPT_COUNT; id++)
             if (s_table [id].group == group)
@@ -253,6 +271,10 @@ s_store (gw_args_t *args, gw_opt_id_t id, unsigned long long v)
         case GW_OPT_DISK_BPS: args->disk_bps = v; break;
         case GW_OPT_DISK_IOPS: args->disk_iops = v; break;
         case GW_OPT_ADMIT: args->admit = (unsigned) v; break;
+        case GW_OPT_EGRESS_STREAMS: args->egress_streams = (unsigned) v; break;
+        case GW_OPT_EGRESS_CONNS: args->egress_conns = (unsigned) v; break;
+        case GW_OPT_EGRESS_MAX: args->egress_max = v; break;
+        case GW_OPT_EGRESS_PORT: args->egress_port = (unsigned) v; break;
         default: assert (false);                //  a GW_OPTKIND_SIZE entry without a field
     }
 }

@@ -37,7 +37,9 @@ typedef enum {
     GW_OPT_IDLE_TIMEOUT, GW_OPT_TTL, GW_OPT_SNAPSHOT_DIR, GW_OPT_FROM_SNAPSHOT, GW_OPT_SNAPSHOT_GC,
     GW_OPT_SNAPSHOT_MAX_AGE, GW_OPT_SNAPSHOT_MAX_BYTES, GW_OPT_JAIL, GW_OPT_JAIL_UID_BASE,
     GW_OPT_CPUS, GW_OPT_PROTOCOL, GW_OPT_SHARE_CWD, GW_OPT_SHARE_MAX, GW_OPT_USER, GW_OPT_DISK_BPS, GW_OPT_DISK_IOPS,
-    GW_OPT_SESSION_NAME, GW_OPT_LEASE_TTL, GW_OPT_CHECKPOINT_EVERY, GW_OPT_LEASE_WAIT, GW_OPT_ADMIT, GW_OPT_START_TIMEOUT, GW_OPT_HELP, GW_OPT_COUNT
+    GW_OPT_SESSION_NAME, GW_OPT_LEASE_TTL, GW_OPT_CHECKPOINT_EVERY, GW_OPT_LEASE_WAIT, GW_OPT_ADMIT, GW_OPT_START_TIMEOUT,
+    GW_OPT_EGRESS_ALLOW, GW_OPT_EGRESS_DENY, GW_OPT_EGRESS_STREAMS, GW_OPT_EGRESS_CONNS,
+    GW_OPT_EGRESS_MAX, GW_OPT_EGRESS_PORT, GW_OPT_HELP, GW_OPT_COUNT
 } gw_opt_id_t;
 
 //  How a value is checked and where it goes.
@@ -51,7 +53,9 @@ typedef enum {
 } gw_opt_kind_t;
 
 //  Which part of --help an option is listed in.
-typedef enum { GW_ARGS_HELP_MAIN, GW_ARGS_HELP_MICROVM, GW_ARGS_HELP_SESSIONS } gw_args_help_t;
+typedef enum {
+    GW_ARGS_HELP_MAIN, GW_ARGS_HELP_MICROVM, GW_ARGS_HELP_SESSIONS, GW_ARGS_HELP_EGRESS
+} gw_args_help_t;
 
 typedef struct {
     const char *name;                           //  without the leading --
@@ -75,7 +79,8 @@ typedef struct {
     double checkpoint_every, lease_wait, start_timeout;
     unsigned long long snapshot_max_bytes;
     unsigned memory_mib, vcpus, tcg_tb_mib, pool, pool_budget_mib, pool_idle_s, jail_uid_base;
-    unsigned admit;
+    unsigned admit, egress_streams, egress_conns, egress_port;
+    unsigned long long egress_max;
     unsigned long long disk_bps, disk_iops;
     unsigned long long disk_bytes, artifact_max_file, artifact_max_session, share_max;
     char image_dir [PATH_MAX];                  //  made absolute by gw_args_vm_config

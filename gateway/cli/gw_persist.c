@@ -45,6 +45,7 @@ struct _gw_persist_t {
     gw_vm_config_t cfg;                         //  qemu-img, jail, disk size: a restart's save
     gw_status_t *status;
     const char *state;                          //  as last written
+    char *egress;                               //  the client list from's meta recorded
 };
 
 int
@@ -127,6 +128,10 @@ s_check_from (gw_persist_t *self, gw_args_t *args, char *err, size_t errlen)
     }
     else
         rc = gw_snapref_verify_state (ref, err, errlen);   //  ~0.2 s per 250 MB
+    const char *egress = ref ? json_string_value (json_object_get (json_object_get (
+                             gw_snapref_meta (ref), "egress"), "client_allow")) : NULL;
+    free (self->egress);
+    self->egress = egress ? strdup (egress) : NULL;
     json_decref (want);
     gw_snapref_destroy (&ref);
     gw_snapstore_destroy (&store);
@@ -420,8 +425,16 @@ gw_persist_destroy (gw_persist_t **self_p)
     gw_lease_destroy (&self->lease);            //  the session is saved or gone: let go
     if (self->adopt [0] && access (self->adopt, F_OK) == 0)
         gw_fs_remove_tree (self->adopt);        //  adopted (linked) or abandoned
+    free (self->egress);
     free (self);
     *self_p = NULL;
+}
+
+const char *
+gw_persist_egress (const gw_persist_t *self)
+{
+    assert (self);
+    return self->egress;
 }
 
 const char *

@@ -41,6 +41,8 @@ void gw_persist_destroy (gw_persist_t **self_p);
 
 //  A claimed kept workspace (a directory) for the backend to adopt, or NULL.
 const char *gw_persist_adopt_dir (const gw_persist_t *self);
+//  The client egress list the snapshot it starts from was taken with, NULL none.
+const char *gw_persist_egress (const gw_persist_t *self);
 void gw_persist_microvm_opts (const gw_persist_t *self, gw_microvm_opts_t *opts);
 void gw_persist_session_opts (const gw_persist_t *self, const gw_args_t *args,
                               gw_session_opts_t *opts);

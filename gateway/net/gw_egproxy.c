@@ -7,6 +7,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,9 @@ gw_egproxy_new (const gw_egproxy_cfg_t *cfg, int *port_fd_p, char *err, size_t e
     self->cfg.connect_ms = cfg->connect_ms > 0 ? cfg->connect_ms : 10000;
     self->port = *port_fd_p;
     *port_fd_p = -1;
+    int fl = fcntl (self->port, F_GETFL);       //  whatever the caller's: never block the reactor
+    if (fl < 0 || fcntl (self->port, F_SETFL, fl | O_NONBLOCK) < 0)
+        goto fail;
     self->epfd = self->timerfd = -1;
     self->dec = ch_mux_dec_new ();
     self->outq = ch_bytes_new (S_OUTQ_MAX);
@@ -268,8 +272,8 @@ s_caps (gw_egproxy_t *self, char *words, size_t cap)
     }
     uint64_t used = self->stats.bytes_out + self->stats.bytes_in;
     if (self->cfg.max_bytes && used >= self->cfg.max_bytes) {
-        snprintf (words, cap, "egress refused: this session moved %llu MiB, its egress "
-                  "limit", (unsigned long long) (used >> 20));
+        snprintf (words, cap, "egress refused: this session moved %llu bytes in and out, "
+                  "its limit (cellvm-gateway --egress-max)", (unsigned long long) used);
         return 403;
     }
     *oldest = now;
@@ -341,8 +345,11 @@ s_on_credit (gw_egproxy_t *self, s_stream_t *s, uint32_t amount)
 static int
 s_on_frame (gw_egproxy_t *self, const ch_mux_frame_t *f)
 {
-    if (f->type == CH_MUX_HELLO) {
-        snprintf (self->err, sizeof self->err, "the guest's egress proxy said hello twice");
+    if (f->type == CH_MUX_HELLO) {              //  the same one again is harmless
+        if (f->len == strlen (self->cfg.nonce) && !memcmp (f->data, self->cfg.nonce, f->len))
+            return 0;
+        snprintf (self->err, sizeof self->err, "the guest's egress proxy said hello again, "
+                  "with another nonce");
         return -EPROTO;
     }
     if (f->type == CH_MUX_OPEN)

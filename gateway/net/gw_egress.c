@@ -418,9 +418,11 @@ gw_egress_check (const gw_egress_t *self, const char *name, const gw_egress_addr
             snprintf (reason, cap, "refused: %s matches no rule of --egress-allow", dest);
         return false;
     }
-    const s_rule_t *c = self->has_client ? s_find (&self->client, nm, &a, port, false) : r;
+    //  The client's list reads as the operator's does: * and names are public only.
+    const s_rule_t *c = self->has_client ? s_find (&self->client, nm, &a, port, priv) : r;
     if (!c) {
-        snprintf (reason, cap, "refused: %s is not in this session's CELLVM_EGRESS_ALLOW", dest);
+        snprintf (reason, cap, "refused: %s is not in this session's CELLVM_EGRESS_ALLOW%s",
+                  dest, priv ? " (a private address needs an address rule there too)" : "");
         return false;
     }
     snprintf (reason, cap, "allowed: %s by the rule %s", dest, c->text);

@@ -309,6 +309,8 @@ gw_egstream__connected (gw_egproxy_t *self, s_stream_t *s)
     if (s->req.connect)
         gw_egproxy__send (self, CH_MUX_DATA, s->id, GW_PROXYREQ_ESTABLISHED,
                           strlen (GW_PROXYREQ_ESTABLISHED));
+    if (s->req.connect)                         //  the guest credits it back like any DATA
+        s->credit -= (uint32_t) strlen (GW_PROXYREQ_ESTABLISHED);
     if (s->need_sni) {
         s->phase = S_PEEK;
         s->deadline = ch_clock_mono_ms () + S_REQUEST_MS;

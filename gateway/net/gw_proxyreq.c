@@ -739,27 +739,41 @@ s_reason (int status)
     return classes [status / 100 - 1];
 }
 
+//  words as one line of printable ASCII, into out (cap > 0 bytes with its NUL).
+static size_t
+s_printable (const char *words, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; words && words [n] && n + 1 < cap; n++) {
+        char c = words [n];
+        out [n] = c >= 0x20 && c < 0x7f ? c : (unsigned char) c >= 0x80 ? '?' : ' ';
+    }
+    out [n] = '\0';
+    return n;
+}
+
+//  The words go in the reason phrase too: a client refused a tunnel shows
+//  that line and never the body (urllib, requests and pip say "Tunnel
+//  connection failed: 403 Forbidden - ...").
 char *
 gw_proxyreq_response (int status, const char *words, size_t *len_p)
 {
     assert (len_p);
     if (status < 100 || status > 599)
         status = 500;
-    size_t wn = words ? strlen (words) : 0;
-    char head [256];
-    int hn = snprintf (head, sizeof head, "HTTP/1.1 %d %s\r\n"
+    char body [GW_PROXYREQ_WORDS_MAX + 1], head [GW_PROXYREQ_WORDS_MAX + 256];
+    size_t wn = s_printable (words, body, sizeof body);
+    int hn = snprintf (head, sizeof head, "HTTP/1.1 %d %s%s%.300s\r\n"
                        "Content-Type: text/plain; charset=utf-8\r\n"
                        "Content-Length: %zu\r\nConnection: close\r\n"
-                       "X-Cellvm-Egress: refused\r\n\r\n", status, s_reason (status), wn + 1);
+                       "X-Cellvm-Egress: refused\r\n\r\n", status, s_reason (status),
+                       wn ? " - " : "", body, wn + 1);
     assert (hn > 0 && (size_t) hn < sizeof head);
     char *r = malloc ((size_t) hn + wn + 2);
     if (!r)
         return NULL;
     memcpy (r, head, (size_t) hn);
-    for (size_t i = 0; i < wn; i++) {           //  one line of printable ASCII
-        char c = words [i];
-        r [hn + i] = c >= 0x20 && c < 0x7f ? c : (unsigned char) c >= 0x80 ? '?' : ' ';
-    }
+    memcpy (r + hn, body, wn);
     r [(size_t) hn + wn] = '\n';
     r [(size_t) hn + wn + 1] = '\0';
     *len_p = (size_t) hn + wn + 1;

@@ -64,12 +64,14 @@ int gw_proxyreq_parse (const uint8_t *data, size_t len, gw_proxyreq_t *out, int 
 //  Frees req's forward head; req may be parsed into again.
 void gw_proxyreq_clear (gw_proxyreq_t *req);
 
+#define GW_PROXYREQ_WORDS_MAX 1024              //  the most of words a response carries
+
 //  A complete HTTP/1.1 response the proxy sends when it refuses or fails:
-//  the status line with its standard reason phrase (a status outside
-//  100-599 is sent as 500), Content-Type: text/plain; charset=utf-8,
-//  Content-Length, Connection: close, X-Cellvm-Egress: refused, and words
-//  as one printable line for the body. malloc'd, its length in *len_p;
-//  NULL on OOM.
+//  the status line with its standard reason phrase, " - " and the first
+//  300 bytes of words (a status outside 100-599 is sent as 500),
+//  Content-Type: text/plain; charset=utf-8, Content-Length, Connection:
+//  close, X-Cellvm-Egress: refused, and words (at most WORDS_MAX) as one
+//  printable line for the body. malloc'd, its length in *len_p; NULL on OOM.
 char *gw_proxyreq_response (int status, const char *words, size_t *len_p);
 
 #endif

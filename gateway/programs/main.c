@@ -17,6 +17,7 @@
 #include "cli/gw_cmd_build.h"
 #include "cli/gw_cmd_pool.h"
 #include "cli/gw_persist.h"
+#include "cli/gw_netopt.h"
 #include "snap/gw_pool.h"
 #include "vm/gw_rundir.h"
 #include "base/gw_runbase.h"
@@ -166,6 +167,41 @@ s_admission (const gw_args_t *args, const gw_vm_config_t *cfg, gw_microvm_opts_t
                                : (int) (args->start_timeout * 1000);
 }
 
+//  The session's egress policy (gw_netopt), for the process's life: the
+//  backend reads it at each connection, a live change edits it.
+static gw_egress_t *s_policy;
+
+static int
+s_egress (const gw_args_t *args, const gw_persist_t *persist, char *err, size_t errlen)
+{
+    const char *backend = args->text [GW_OPT_BACKEND] ? args->text [GW_OPT_BACKEND] : "";
+    int rc = gw_netopt_policy (args, getenv (GW_NETOPT_ENV), gw_persist_egress (persist),
+                               &s_policy, err, errlen);
+    if (rc == 0 && s_policy && strcmp (backend, "microvm") != 0) {
+        gw_log (GW_LOG_WARN, "egress.ignored", "backend=%s reason=\"the kernel runs on this "
+                "host with all of its network: egress options apply to --backend microvm\"",
+                backend);
+        gw_egress_destroy (&s_policy);
+    }
+    return rc;
+}
+
+//  A session with egress: its policy, caps and port. Not from the pool: a
+//  clone's ports are its holder's.
+static void
+s_egress_opts (const gw_args_t *args, gw_microvm_opts_t *opts)
+{
+    if (!s_policy)
+        return;
+    opts->egress = s_policy;
+    gw_netopt_caps (args, &opts->egress_caps);
+    opts->egress_port = args->egress_port;
+    if (opts->pool_socket)
+        gw_log (GW_LOG_INFO, "egress.no_pool", "reason=\"a session with egress restores its "
+                "own VM: a pool clone's ports are the pool's\"");
+    opts->pool_socket = NULL;
+}
+
 static gw_backend_t *
 s_make_microvm (gw_args_t *args, const gw_persist_t *persist, char *err, size_t errlen)
 {
@@ -183,6 +219,7 @@ s_make_microvm (gw_args_t *args, const gw_persist_t *persist, char *err, size_t 
     else if (cfg.run_base)
         gw_rundir_sweep (cfg.run_base);
     s_admission (args, &cfg, &opts);
+    s_egress_opts (args, &opts);
     return gw_backend_microvm_new_opts (&cfg, &opts, err, errlen);
 }
 
@@ -276,7 +313,9 @@ s_server (const gw_args_t *args, const gw_persist_t *persist, gw_conn_t **conn_p
                                .artifacts_dir = artifacts [0] ? artifacts : NULL,
                                .artifact_max_file = (size_t) args->artifact_max_file,
                                .artifact_max_session = (size_t) args->artifact_max_session,
-                               .ipython_options = ipython };
+                               .ipython_options = ipython, .egress = s_policy,
+                               .egress_port = args->egress_port ? args->egress_port
+                                                             : GW_EGPROXY_GUEST_PORT };
     opts.n_ipython_options = s_ipython_options (args, ipython);
     gw_persist_session_opts (persist, args, &opts);
     gw_server_t *server = gw_server_new (*conn_p, backend_p, &opts, args->max_msg,
@@ -348,6 +387,7 @@ s_gateway (gw_args_t *args)
     ||  gw_persist_conn_read (conn, file, &facts, err, sizeof err) < 0
     ||  s_drop_privileges (args, err, sizeof err) < 0
     ||  !(persist = gw_persist_new (args, &facts, file, err, sizeof err))
+    ||  s_egress (args, persist, err, sizeof err) < 0
     ||  !(backend = s_make_backend (args, persist, err, sizeof err))
     ||  !(server = s_server (args, persist, &conn, &backend, signal_fd, err, sizeof err)))
         goto fail;
@@ -357,6 +397,7 @@ s_gateway (gw_args_t *args)
     gw_persist_end (persist, gw_server_session (server));
     gw_server_destroy (&server);
     gw_persist_destroy (&persist);
+    gw_egress_destroy (&s_policy);
     gw_log (GW_LOG_INFO, "gateway.exit", "code=%d", rc);
     close (signal_fd);
     return rc;

@@ -26,7 +26,7 @@ static const char *s_shell_requests [] = {
 static const char *s_control_requests [] = {
     "shutdown_request", "interrupt_request", "kernel_info_request", "debug_request",
     "cellvm_put_request", "cellvm_get_request", "cellvm_snapshot_request",
-    "cellvm_replay_request", NULL
+    "cellvm_replay_request", "cellvm_egress_request", NULL
 };
 static const char *s_stdin_replies [] = { "input_reply", NULL };
 

@@ -579,10 +579,8 @@ gw_session_request (gw_session_t *self, gw_frames_t **ids_p, ch_msg_t **msg_p)
         gw_session__file_request (self, msg, ids_p);
         goto done;
     }
-    if (strcmp (ch_msg_type (msg), "cellvm_snapshot_request") == 0) {
-        gw_session__snapshot_request (self, msg, ids_p);
+    if (gw_session__own_request (self, msg, ids_p))     //  answered by the gateway
         goto done;
-    }
     if (ch_msg_channel (msg) != CH_STDIN)
         gw_reqs_add (self->reqs, msg, ids_p);
     bool shutdown = strcmp (ch_msg_type (msg), "shutdown_request") == 0;
@@ -647,8 +645,8 @@ gw_session_new (gw_backend_t **backend_p, const gw_session_opts_t *opts,
     self->out = gw_out_new (emit, emit_arg, self->session);
     self->worker = gw_worker_new ();
     self->files = gw_files_new (self->backend, self->worker, self->opts.artifacts_dir,
-                                self->session,
-                                self->opts.artifact_max_file, self->opts.artifact_max_session);
+                                self->session, self->opts.artifact_max_file,
+                                self->opts.artifact_max_session);
     if (self->opts.share_dir)
         self->share = gw_share_new (self->opts.share_dir, self->opts.share_max, self->backend,
                                     self->worker);
@@ -657,15 +655,10 @@ gw_session_new (gw_backend_t **backend_p, const gw_session_opts_t *opts,
     zlistx_set_destructor (self->held, s_held_free);
     self->deferred = zlistx_new ();
     zlistx_set_destructor (self->deferred, s_held_free);
-    size_t skipped = 0;
-    self->env = gw_env_passed (environ, &skipped);
+    gw_session__env (self);
     self->ipython = json_array ();
     for (size_t i = 0; i < self->opts.n_ipython_options; i++)
         json_array_append_new (self->ipython, json_string (self->opts.ipython_options [i]));
-    if (skipped)
-        gw_log (GW_LOG_WARN, "session.env_skipped", "count=%zu reason=\"a " GW_ENV_PREFIX
-                "NAME needs a NAME of [A-Za-z_][A-Za-z0-9_]* and a UTF-8 value, %d "
-                "variables and %u bytes at most\"", skipped, GW_ENV_MAX_VARS, GW_ENV_MAX_BYTES);
     return self;
 }
 

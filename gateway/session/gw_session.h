@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "backend/gw_backend.h"
+#include "net/gw_egress.h"
 #include "session/gw_out.h"
 #include "wire/gw_frames.h"
 #include "ch_msg.h"
@@ -59,6 +60,12 @@ typedef struct {
     //  cellvm-notebook: this folder copied into the VM's /notebook (gw_share), NULL: off.
     const char *share_dir;
     size_t share_max;                           //  bytes (0: GW_SHARE_MAX_BYTES)
+    //  Egress (docs/network.md): the session's policy, NULL: no network. A
+    //  cellvm_egress_request replaces its client list; the backend reads it
+    //  at each new connection. The guest proxy's port, for the kernel's
+    //  proxy variables.
+    gw_egress_t *egress;
+    unsigned egress_port;
 } gw_session_opts_t;
 
 //  New session over *backend_p (ownership moves in). opts may be NULL.

@@ -92,4 +92,14 @@ void gw_session__begin_shutdown (gw_session_t *self, bool own_request);
 //  cellvm_put/get_request: answered through the backend, later.
 void gw_session__file_request (gw_session_t *self, ch_msg_t *msg, gw_frames_t **ids_p);
 
+//  gw_session_net.c: egress (docs/network.md)
+//  What the kernel's first hello carries into os.environ: the client's
+//  CELLVM_ENV_ variables, then egress's own (the proxy, pip's settings, the
+//  user site) where the client set none.
+void gw_session__env (gw_session_t *self);
+//  A request the gateway answers itself (cellvm_snapshot_request, and
+//  cellvm_egress_request: change the client list, answer with the policy):
+//  true when msg was one.
+bool gw_session__own_request (gw_session_t *self, ch_msg_t *msg, gw_frames_t **ids_p);
+
 #endif

@@ -27,7 +27,7 @@
 #include "vm/gw_vm_config.h"
 
 #define GW_TPLMETA_KEY_LEN 24                   //  hex characters
-#define GW_TPLMETA_FORMAT 7                     //  bump when the layout or the warm-up changes
+#define GW_TPLMETA_FORMAT 8                     //  bump when the layout or the warm-up changes
 
 //  The files of a template directory.
 #define GW_TPL_RAM "ram"                        //  guest RAM, mapped copy-on-write by clones

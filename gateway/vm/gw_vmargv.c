@@ -16,10 +16,13 @@
 #define S_PATH_MAX 1024                         //  longest path we put on QEMU's command line
 
 //  The ports QEMU listens on: name (gw_vm_connect_port), socket file. The
-//  order is the command line's: the kernel's and init's chardevs, then QMP.
-static const struct { const char *name, *file; } s_ports [] = {
-    { "kernel", "kernel.sock" }, { "init", "init.sock" }, { "qmp", "qmp.sock" }
+//  order is the command line's: the kernel's, init's and egress's chardevs
+//  (s_nports virtio ports), then QMP.
+static const struct { const char *name, *file, *id, *guest; } s_ports [] = {
+    { "kernel", "kernel.sock", "k", "cellvm.kernel" }, { "init", "init.sock", "i", "cellvm.init" },
+    { "net", "net.sock", "n", "cellvm.net" }, { "qmp", "qmp.sock", NULL, NULL }
 };
+enum { s_nports = 3 };
 
 const char *
 gw_vmargv_port_file (const char *name)
@@ -236,13 +239,14 @@ s_args_devices (s_args_t *a, const gw_vm_config_t *cfg, const char *run_dir, con
     s_add (a, "virtio-blk-device,drive=ws");
     s_add (a, "-device");
     s_add (a, "virtio-serial-device");
-    const char *ids [] = { "k", "i" }, *names [] = { "cellvm.kernel", "cellvm.init" };
-    for (int i = 0; i < 2; i++) {
+    //  The egress port is always there, so one template serves sessions with
+    //  and without egress; with egress off nothing connects to either end.
+    for (int i = 0; i < s_nports; i++) {
         s_add (a, "-chardev");
-        s_add (a, "socket,id=%s,path=%s/%s,server=on,wait=off", ids [i], run_dir,
+        s_add (a, "socket,id=%s,path=%s/%s,server=on,wait=off", s_ports [i].id, run_dir,
                s_ports [i].file);
         s_add (a, "-device");
-        s_add (a, "virtserialport,chardev=%s,name=%s", ids [i], names [i]);
+        s_add (a, "virtserialport,chardev=%s,name=%s", s_ports [i].id, s_ports [i].guest);
     }
     s_add (a, "-device");
     s_add (a, "virtio-rng-device");
@@ -253,7 +257,7 @@ s_args_devices (s_args_t *a, const gw_vm_config_t *cfg, const char *run_dir, con
         s_add (a, "virtio-balloon-device,free-page-reporting=on");
     }
     s_add (a, "-qmp");
-    s_add (a, "unix:%s/%s,server=on,wait=off", run_dir, s_ports [2].file);
+    s_add (a, "unix:%s/%s,server=on,wait=off", run_dir, s_ports [s_nports].file);
     if (cfg->incoming_defer) {
         s_add (a, "-incoming");
         s_add (a, "defer");

@@ -64,17 +64,16 @@ gi_kernel_destroy (gi_kernel_t **self_p)
     *self_p = NULL;
 }
 
-//  In the child: leave every privilege behind. Returns only on failure.
-static int
-s_drop_privileges (void)
+int
+gi_drop_privileges (uid_t uid, gid_t gid)
 {
     for (int cap = 0; cap <= 63; cap++)
         if (prctl (PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno == EINVAL)
             break;
     prctl (PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
     if (setgroups (0, NULL) < 0
-    ||  setresgid (GI_KERNEL_GID, GI_KERNEL_GID, GI_KERNEL_GID) < 0
-    ||  setresuid (GI_KERNEL_UID, GI_KERNEL_UID, GI_KERNEL_UID) < 0)
+    ||  setresgid (gid, gid, gid) < 0
+    ||  setresuid (uid, uid, uid) < 0)
         return -errno;
     //  setresuid away from 0 clears every capability set; this bars regaining any.
     if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -102,7 +101,7 @@ static void
 s_child (void)
 {
     s_child_setup ();
-    if (chdir (GI_WORKSPACE) < 0 || s_drop_privileges () < 0) {
+    if (chdir (GI_WORKSPACE) < 0 || gi_drop_privileges (GI_KERNEL_UID, GI_KERNEL_GID) < 0) {
         gi_log (CH_LOG_ERROR, "kernel.setup_failed", "reason=\"%s\"", strerror (errno));
         _exit (126);
     }

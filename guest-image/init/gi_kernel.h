@@ -51,6 +51,11 @@ json_t *gi_kernel_state (const gi_kernel_t *self);
 //  New reference.
 json_t *gi_kernel_last_exit (const gi_kernel_t *self);
 
+//  In a forked child: become uid/gid with no supplementary groups, an
+//  empty capability bounding set and PR_SET_NO_NEW_PRIVS (the kernel's
+//  child, the egress proxy's). Returns -errno on failure: the caller exits.
+int gi_drop_privileges (uid_t uid, gid_t gid);
+
 //  The number of a signal's name ("SIGSEGV", or "SIG<n>"); -1 if none.
 int gi_signal_from_name (const char *name);
 

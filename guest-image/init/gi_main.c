@@ -57,7 +57,8 @@ s_setup (uint64_t *limit, char *workspace, size_t wlen)
                 "start\"", GI_KERNEL_PORT);
 }
 
-//  Collect every dead child; report the kernel's death.
+//  Collect every dead child; report the kernel's death, log the egress
+//  proxy's (orphans the kernel left are reaped here too, and forgotten).
 static void
 s_reap (gi_kernel_t *kernel, gi_ops_t *ops)
 {
@@ -66,6 +67,8 @@ s_reap (gi_kernel_t *kernel, gi_ops_t *ops)
     while ((pid = waitpid (-1, &status, WNOHANG)) > 0)
         if (gi_kernel_reaped (kernel, pid, status))
             gi_ops_kernel_exited (ops);
+        else
+            gi_ops_reaped (ops, pid, status);
 }
 
 static void

@@ -3,6 +3,7 @@
 #include "ch_hello.h"
 #include "gi_files.h"
 #include "gi_log.h"
+#include "gi_proxy.h"
 #include "gi_sys.h"
 
 #include <assert.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +34,7 @@
 #define S_BUSY "cannot unmount /workspace: EBUSY (Device or resource busy) for 1 s; a process " \
                "still uses /workspace (its cwd or an open file there): chdir away, or pass " \
                "kill_kernel"
+#define S_NO_EGRESS "this VM has no egress port: the image or the gateway is older"
 
 struct _gi_ops_t {
     gi_ctl_t *ctl;
@@ -39,6 +42,7 @@ struct _gi_ops_t {
     char workspace [16];
     int hellos;
     bool mounted;               //  /workspace is mounted (not detached)
+    pid_t proxy;                //  the egress proxy (gi_proxy), 0 when none
 };
 
 //  ---------------------------------------------------------------------------
@@ -198,6 +202,25 @@ s_dec_detach (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen)
     return 0;
 }
 
+//  The nonce is the host's: its proxy knows ours by it (gi_proxy.h).
+static int
+s_dec_egress (const ch_msg_t *req, gi_req_t *out, char *why, size_t whylen)
+{
+    json_t *c = ch_msg_content (req), *nonce = json_object_get (c, "nonce");
+    const char *hex = json_string_value (nonce);
+    size_t n = json_string_length (nonce);
+    if (!hex || n < 16 || n > 64 || strspn (hex, "0123456789abcdef") != n)
+        return s_refuse (out, "BadRequest", EINVAL, "nonce must be 16..64 of [0-9a-f]",
+                         why, whylen);
+    json_int_t port = s_count (c, "port", GI_PROXY_PORT);
+    if (port < 1024 || port > 65535)
+        return s_refuse (out, "BadRequest", EINVAL, "port must be an integer 1024..65535",
+                         why, whylen);
+    out->nonce = hex;
+    out->port = (unsigned) port;
+    return 0;
+}
+
 static const struct {
     const char *request, *reply;
     gi_op_t op;
@@ -214,6 +237,7 @@ static const struct {
     { "shutdown_request", "shutdown_reply", GI_OP_SHUTDOWN, NULL },
     { "workspace_detach_request", "workspace_detach_reply", GI_OP_WORKSPACE_DETACH,
       s_dec_detach },
+    { "egress_start_request", "egress_start_reply", GI_OP_EGRESS_START, s_dec_egress },
 };
 
 //  A request nobody knows gets an error reply when it looks like one.
@@ -267,10 +291,25 @@ gi_ops_new (gi_ctl_t *ctl, gi_kernel_t *kernel, const char *workspace)
     return self;
 }
 
+//  Kill the egress proxy, if one runs, and reap it here.
+static void
+s_proxy_stop (gi_ops_t *self)
+{
+    if (!self->proxy)
+        return;
+    kill (self->proxy, SIGKILL);
+    while (waitpid (self->proxy, NULL, 0) < 0 && errno == EINTR)
+        ;
+    gi_log (CH_LOG_INFO, "proxy.stopped", "pid=%d", (int) self->proxy);
+    self->proxy = 0;
+}
+
 void
 gi_ops_destroy (gi_ops_t **self_p)
 {
     assert (self_p);
+    if (*self_p)
+        s_proxy_stop (*self_p);
     free (*self_p);
     *self_p = NULL;
 }
@@ -598,11 +637,34 @@ s_detach (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
     return 0;
 }
 
+//  A proxy for the host's nonce. One that runs already goes first: a VM
+//  restored from a snapshot brings the proxy of a host that is gone.
+static int
+s_egress_start (gi_ops_t *self, const gi_req_t *r, const ch_msg_t *req, json_t *reply)
+{
+    (void) req;
+    s_proxy_stop (self);
+    pid_t pid = 0;
+    int rc = gi_proxy_spawn (GI_PROXY_DEVICE, r->nonce, r->port, &pid);
+    if (rc == -ENOENT)
+        s_error_words (reply, "NoEgressPort", S_NO_EGRESS);
+    else if (rc < 0)
+        s_error (reply, rc == -EADDRINUSE ? "PortInUse" : "SystemError", -rc,
+                 "starting the egress proxy");
+    if (rc < 0)
+        return rc;
+    self->proxy = pid;
+    json_object_update_new (reply, json_pack ("{s:i, s:i}", "pid", (int) pid,
+                                              "port", (int) r->port));
+    return 0;
+}
+
 static s_effect_fn *const s_effects [GI_OP_COUNT] = {
     [GI_OP_HELLO] = s_hello, [GI_OP_STATUS] = s_status, [GI_OP_RESTART] = s_restart,
     [GI_OP_KILL] = s_kill, [GI_OP_PUT] = s_put, [GI_OP_GET] = s_get,
     [GI_OP_SET_TIME] = s_set_time_req, [GI_OP_ADD_ENTROPY] = s_entropy_req,
     [GI_OP_SHUTDOWN] = s_shutdown, [GI_OP_WORKSPACE_DETACH] = s_detach,
+    [GI_OP_EGRESS_START] = s_egress_start,
 };
 
 int
@@ -636,4 +698,19 @@ gi_ops_kernel_exited (gi_ops_t *self)
     json_t *exit = gi_kernel_last_exit (self->kernel);
     if (exit)
         s_send (self, NULL, "kernel_exited", exit, NULL, 0);
+}
+
+int
+gi_ops_reaped (gi_ops_t *self, pid_t pid, int status)
+{
+    assert (self);
+    if (!self->proxy || pid != self->proxy)
+        return 0;
+    if (WIFSIGNALED (status))
+        gi_log (CH_LOG_WARN, "proxy.gone", "pid=%d signal=%d", (int) pid, WTERMSIG (status));
+    else
+        gi_log (CH_LOG_WARN, "proxy.gone", "pid=%d exit_code=%d", (int) pid,
+                WEXITSTATUS (status));
+    self->proxy = 0;
+    return 1;
 }

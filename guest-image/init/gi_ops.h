@@ -1,6 +1,6 @@
 /*  gi_ops - the requests init answers on the control port (docs/init.md):
  *  hello, status, restart, kill, put, get, set_time, add_entropy,
- *  workspace_detach, shutdown; and the kernel_exited notice.
+ *  workspace_detach, egress_start, shutdown; and the kernel_exited notice.
  *
  *  Each message is first decoded and checked by gi_ops_decode, which is
  *  pure (no I/O, no clock, no signals): it says which operation to run with
@@ -19,6 +19,7 @@ typedef enum {
     GI_OP_NONE,                 //  refused, or not for us
     GI_OP_HELLO, GI_OP_STATUS, GI_OP_RESTART, GI_OP_KILL, GI_OP_PUT, GI_OP_GET,
     GI_OP_SET_TIME, GI_OP_ADD_ENTROPY, GI_OP_SHUTDOWN, GI_OP_WORKSPACE_DETACH,
+    GI_OP_EGRESS_START,
     GI_OP_COUNT
 } gi_op_t;
 
@@ -41,6 +42,8 @@ typedef struct {
     int has_time;               //  set_time; hello: "time" was given
     double time;
     const char *protocol;       //  hello: the host's "protocol", NULL if absent
+    const char *nonce;          //  egress_start: 16..64 of [0-9a-f]
+    unsigned port;              //  egress_start: 1024..65535
 } gi_req_t;
 
 //  Decode and check req, touching nothing. 0: out says what to do.
@@ -60,6 +63,10 @@ void gi_ops_destroy (gi_ops_t **self_p);
 //  Answer one message from the host; takes *msg_p. 0, or 1 when the host
 //  asked for the VM to power off (the reply is queued).
 int gi_ops_handle (gi_ops_t *self, ch_msg_t **msg_p);
+
+//  A reaped child (PID 1 reaps them all) that was not the kernel. Returns 1
+//  when it was the egress proxy: its death is logged and it is gone.
+int gi_ops_reaped (gi_ops_t *self, pid_t pid, int status);
 
 //  The kernel died: tell the host (dropped when nobody is connected; the
 //  next hello carries it in kernel.last_exit).

@@ -538,6 +538,7 @@ class Kernel:
                     os.environ[k] = v
             if isinstance(self.backend, IPythonBackend):
                 _apply_ipython_options(self.backend.shell, c.get("ipython_options"))
+            _adopt_user_site(os.environ.get("PYTHONUSERBASE"))
             _ENV_APPLIED = True
         if not isinstance(c.get("entropy"), str):
             return {"status": "ok"}
@@ -556,6 +557,29 @@ class Kernel:
 
 # ----------------------------------------------------------------------------
 #  The snapshot template's warm-up (docs/snapshots.md).
+
+def _adopt_user_site(base):
+    """What pip installs into PYTHONUSERBASE (a session with egress: /workspace/.local, so it
+    survives restarts and snapshots) is importable at once, ahead of the image's packages, as
+    in a fresh interpreter that had the variable. The kernel started isolated, in the
+    template, before the variable existed; the directory is made now so the import system
+    caches a finder for it rather than its absence."""
+    if not base or not os.path.isabs(base):
+        return
+    import site
+    ver = "python%d.%d" % sys.version_info[:2]
+    path = os.path.join(base, "lib", ver, "site-packages")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return
+    site.USER_BASE, site.USER_SITE = base, path
+    if path not in sys.path:
+        first = next((i for i, p in enumerate(sys.path) if p.endswith(("-packages",))),
+                     len(sys.path))
+        sys.path.insert(first, path)
+    site.addsitedir(path)              # its .pth files (it is already on the path)
+
 
 def _apply_ipython_options(shell, options):
     """--Class.trait=value options a runner passed (KernelManager's extra_arguments), set on

@@ -22,6 +22,7 @@ typedef struct {
     gi_req_t want;
 } s_accept_t;
 
+#define S_HEX64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define S_HELLO "{\"protocol\": \"cellvm-init\", \"version\": 1, \"role\": \"driver\", "
 
 static const s_accept_t s_accepts [] = {
@@ -75,6 +76,16 @@ static const s_accept_t s_accepts [] = {
       { .op = GI_OP_WORKSPACE_DETACH, .reply = "workspace_detach_reply" } },
     { "workspace_detach_request", "{\"kill_kernel\": null}", 0, 0,
       { .op = GI_OP_WORKSPACE_DETACH, .reply = "workspace_detach_reply" } },
+    //  egress_start: a nonce of 16..64 of [0-9a-f]; the port defaults to 3128.
+    { "egress_start_request", "{\"nonce\": \"0123456789abcdef\"}", 0, 0,
+      { .op = GI_OP_EGRESS_START, .reply = "egress_start_reply", .nonce = "0123456789abcdef",
+        .port = 3128 } },
+    { "egress_start_request", "{\"nonce\": \"" S_HEX64 "\", \"port\": 1024}", 0, 0,
+      { .op = GI_OP_EGRESS_START, .reply = "egress_start_reply", .nonce = S_HEX64,
+        .port = 1024 } },
+    { "egress_start_request", "{\"nonce\": \"" S_HEX64 "\", \"port\": 65535}", 0, 0,
+      { .op = GI_OP_EGRESS_START, .reply = "egress_start_reply", .nonce = S_HEX64,
+        .port = 65535 } },
 };
 
 //  got is want: both NULL, or both the same string.
@@ -103,6 +114,8 @@ s_check_accepted (const s_accept_t *c)
     s_same_string (r.path, w->path);
     s_same_string (r.rel, w->rel);
     s_same_string (r.protocol, w->protocol);
+    s_same_string (r.nonce, w->nonce);
+    assert_int_equal (r.port, w->port);
     assert_int_equal (r.append, w->append);
     assert_int_equal (r.mode, w->mode);
     assert_int_equal (r.offset, w->offset);
@@ -148,6 +161,7 @@ typedef struct {
 #define S_BAD_APPEND "append must be true or false: Invalid argument"
 #define S_BAD_TIME "time must be a number: Invalid argument"
 #define S_UNKNOWN "frobnicate_request: Function not implemented"
+#define S_BAD_NONCE "nonce must be 16..64 of [0-9a-f]: Invalid argument"
 
 static const s_refusal_t s_refusals [] = {
     { "put_request", -EINVAL, "BadRequest", "put needs a path and at most 1 buffer: Invalid argument",
@@ -179,6 +193,21 @@ static const s_refusal_t s_refusals [] = {
       "kill_kernel must be true or false: Invalid argument",
       { { "{\"kill_kernel\": 1}", 0, 0 }, { "{\"kill_kernel\": \"yes\"}", 0, 0 },
         { "{\"kill_kernel\": [true]}", 0, 0 } } },
+    { "egress_start_request", -EINVAL, "BadRequest", S_BAD_NONCE,
+      { { "{}", 0, 0 }, { "{\"nonce\": \"0123456789abcde\"}", 0, 0 },
+        { "{\"nonce\": \"" S_HEX64 "0\"}", 0, 0 },
+        { "{\"nonce\": \"0123456789ABCDEF\"}", 0, 0 },
+        { "{\"nonce\": \"0123456789abcdeg\"}", 0, 0 },
+        { "{\"nonce\": \"\"}", 0, 0 },
+        { "{\"nonce\": 1234567890123456789}", 0, 0 }, { "{\"nonce\": null}", 0, 0 } } },
+    { "egress_start_request", -EINVAL, "BadRequest", "port must be an integer 1024..65535: "
+      "Invalid argument",
+      { { "{\"nonce\": \"0123456789abcdef\", \"port\": 1023}", 0, 0 },
+        { "{\"nonce\": \"0123456789abcdef\", \"port\": 65536}", 0, 0 },
+        { "{\"nonce\": \"0123456789abcdef\", \"port\": \"3128\"}", 0, 0 },
+        { "{\"nonce\": \"0123456789abcdef\", \"port\": null}", 0, 0 },
+        { "{\"nonce\": \"0123456789abcdef\", \"port\": 3128.5}", 0, 0 },
+        { "{\"nonce\": \"0123456789abcdef\", \"port\": -1}", 0, 0 } } },
     { "frobnicate_request", -ENOSYS, "UnknownMessageType", S_UNKNOWN, { { "{}", 0, 0 } } },
 };
 //  bad refused as c says, the reply named after the request.
@@ -206,7 +235,7 @@ test_gi_ops_decode_refuses_bad_requests_with_reply_words (void **state)
     for (size_t i = 0; i < sizeof s_refusals / sizeof s_refusals [0]; i++)
         for (int j = 0; j < S_BAD_MAX && s_refusals [i].bad [j].content; j++, checked++)
             s_check_refused (&s_refusals [i], &s_refusals [i].bad [j]);
-    assert_int_equal (checked, 32);             //  every request in the table
+    assert_int_equal (checked, 46);             //  every request in the table
 }
 
 static void
@@ -303,6 +332,10 @@ test_gi_ops_handle_errors_carry_ename_and_evalue (void **state)
           "the kernel is not running: No such process" },
         { "set_time_request", "{\"time\": \"now\"}", "BadRequest", S_BAD_TIME },
         { "frobnicate_request", "{}", "UnknownMessageType", S_UNKNOWN },
+        //  The host has no egress port (a guest without one says the same).
+        { "egress_start_request", "{\"nonce\": \"0123456789abcdef\"}", "NoEgressPort",
+          "this VM has no egress port: the image or the gateway is older" },
+        { "egress_start_request", "{\"nonce\": \"xyz\"}", "BadRequest", S_BAD_NONCE },
     };
     char dir [PATH_MAX], reply [128];
     assert_int_equal (mkdir (tu_path (dir, sizeof dir, f->root, "in"), 0755), 0);

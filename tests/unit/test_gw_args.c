@@ -78,7 +78,9 @@ s_sample (const fixture_t *f, gw_opt_id_t id)
         [GW_OPT_USER] = "cellvm", [GW_OPT_DISK_BPS] = "50M", [GW_OPT_DISK_IOPS] = "2000",
         [GW_OPT_SESSION_NAME] = "conv-1", [GW_OPT_LEASE_TTL] = "30",
         [GW_OPT_CHECKPOINT_EVERY] = "60", [GW_OPT_LEASE_WAIT] = "45", [GW_OPT_ADMIT] = "3",
-        [GW_OPT_START_TIMEOUT] = "2",
+        [GW_OPT_START_TIMEOUT] = "2", [GW_OPT_EGRESS_ALLOW] = "pypi.org,*.pythonhosted.org:443",
+        [GW_OPT_EGRESS_DENY] = "evil.example", [GW_OPT_EGRESS_STREAMS] = "8",
+        [GW_OPT_EGRESS_CONNS] = "100", [GW_OPT_EGRESS_MAX] = "1G", [GW_OPT_EGRESS_PORT] = "8128",
     };
     return id == GW_OPT_IMAGE ? f->image2 : values [id];
 }

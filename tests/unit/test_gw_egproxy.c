@@ -15,6 +15,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -127,7 +128,7 @@ s_start_server (fx_t *f)
 }
 
 static void
-s_make (fx_t *f, const char *extra_allow, unsigned streams, unsigned per_min)
+s_make (fx_t *f, const char *extra_allow, unsigned streams, unsigned per_min, uint64_t bytes)
 {
     char allow [300], err [300];
     snprintf (allow, sizeof allow, "127.0.0.1:%u,local.test,*.ok.test,sni.test,sni2.test%s",
@@ -135,10 +136,12 @@ s_make (fx_t *f, const char *extra_allow, unsigned streams, unsigned per_min)
     f->policy = gw_egress_new (allow, "evil.test", err, sizeof err);
     assert_non_null (f->policy);
     int sv [2];
-    assert_int_equal (socketpair (AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    assert_int_equal (socketpair (AF_UNIX, SOCK_STREAM, 0, sv), 0);     //  the port blocks,
+    fcntl (sv [1], F_SETFL, O_NONBLOCK);        //  as gw_vm_connect_port's does; ours does not
     f->guest = sv [1];
     gw_egproxy_cfg_t cfg = { .policy = f->policy, .nonce = NONCE, .max_streams = streams,
-                             .max_conns_per_min = per_min, .resolve = s_resolve,
+                             .max_conns_per_min = per_min, .max_bytes = bytes,
+                             .resolve = s_resolve,
                              .route = s_route };
     f->px = gw_egproxy_new (&cfg, &sv [0], err, sizeof err);
     assert_non_null (f->px);
@@ -153,7 +156,7 @@ s_setup (void **state)
 {
     fx_t *f = calloc (1, sizeof *f);
     s_start_server (f);
-    s_make (f, "", 0, 0);
+    s_make (f, "", 0, 0, 0);
     s_lookups = 0;
     *state = f;
     return 0;
@@ -423,13 +426,15 @@ test_flow_control_both_ways (void **state)
     for (size_t k = f->seen; k < f->ngot; k++)
         if (f->got [k].type == CH_MUX_DATA && f->got [k].stream == 1)
             got += f->got [k].len;
-    assert_int_equal (got, CH_MUX_WINDOW);
+    size_t est = strlen ("HTTP/1.1 200 Connection established\r\n\r\n");
+    assert_int_equal (got, CH_MUX_WINDOW - est);    //  the 200 line took its share
     f->seen = f->ngot;
     s_credit (f, 1, CH_MUX_WINDOW);
     size_t more = 0;
     while (more < CH_MUX_WINDOW)
         more += s_wait (f, CH_MUX_DATA, 1)->len;
     assert_int_equal (more, CH_MUX_WINDOW);
+    s_credit (f, 1, CH_MUX_WINDOW);             //  the whole window back: not past it
     //  The guest's way: the destination echoes, the window comes back as credit.
     snprintf (req, sizeof req, "CONNECT 127.0.0.1:%u HTTP/1.1\r\n\r\n", f->port);
     s_request (f, 2, req);
@@ -451,7 +456,7 @@ test_caps_refuse_connections_not_the_vm (void **state)
     gw_egproxy_destroy (&f->px);
     gw_egress_destroy (&f->policy);
     close (f->guest);
-    s_make (f, "", 2, 3);                       //  2 at once, 3 a minute
+    s_make (f, "", 2, 3, 0);                    //  2 at once, 3 a minute
     s_hello (f);
     s_frame (f, CH_MUX_OPEN, 1, NULL, 0);
     s_frame (f, CH_MUX_OPEN, 2, NULL, 0);
@@ -462,6 +467,18 @@ test_caps_refuse_connections_not_the_vm (void **state)
     s_frame (f, CH_MUX_CLOSE, 4, NULL, 0);
     s_refused (f, 5, "", "HTTP/1.1 429", "3 connections in the last minute");
     assert_int_equal (f->rc, 0);
+    //  Bytes: once the session moved its share, new connections are refused.
+    gw_egproxy_destroy (&f->px);
+    gw_egress_destroy (&f->policy);
+    close (f->guest);
+    s_make (f, "", 0, 0, 8);
+    s_hello (f);
+    char req [200];
+    snprintf (req, sizeof req, "CONNECT 127.0.0.1:%u HTTP/1.1\r\n\r\n", f->port);
+    s_request (f, 1, req);
+    s_frame (f, CH_MUX_DATA, 1, "ping", 4);
+    s_wait (f, CH_MUX_DATA, 1);                 //  4 out, 4 back: 8
+    s_refused (f, 2, req, "HTTP/1.1 403", "this session moved 8 bytes in and out, its limit");
 }
 
 //  Each violation on a fresh proxy: -EPROTO, and the words.
@@ -473,7 +490,7 @@ s_violation (fx_t *f, const void *bytes, size_t len, const char *words)
     close (f->guest);
     f->rc = 0;
     f->err [0] = '\0';
-    s_make (f, "", 0, 0);
+    s_make (f, "", 0, 0, 0);
     s_hello (f);
     s_raw (f, bytes, len);
     for (int i = 0; i < 200 && !f->rc; i++)
@@ -499,7 +516,7 @@ test_a_hostile_guest_is_a_violation (void **state)
     s_violation (f, b, sizeof hdr + 3, "stream 9, which it never opened");
     ch_mux_encode_header (hdr, CH_MUX_HELLO, 0, 4);
     memcpy (b, hdr, sizeof hdr), memcpy (b + sizeof hdr, "abcd", 4);
-    s_violation (f, b, sizeof hdr + 4, "said hello twice");
+    s_violation (f, b, sizeof hdr + 4, "said hello again, with another nonce");
     s_violation (f, "\x09\0\0\0\1\0\0\0\0", 9, "broke the egress stream protocol");
     n = 0;                                      //  DATA past the window, during a lookup
     static const char req [] = "CONNECT slow.ok.test:443 HTTP/1.1\r\n\r\n";

@@ -190,6 +190,11 @@ test_a_clients_list_only_narrows (void **state)
     assert_int_equal (gw_egress_narrow (p, "pypi.org:99999", err, sizeof err), -EINVAL);
     assert_non_null (strstr (err, "CELLVM_EGRESS_ALLOW: rule \"pypi.org:99999\""));
     s_expect (p, "pypi.org", "151.101.0.223", 443, false, "CELLVM_EGRESS_ALLOW");
+    //  A client's * is any public address, as an operator's: not the private one the
+    //  operator opened, nor a name resolving to it.
+    assert_int_equal (gw_egress_narrow (p, "*", err, sizeof err), 0);
+    s_expect (p, "pypi.org", "151.101.0.223", 443, true, "by the rule *");
+    s_expect (p, NULL, "127.0.0.1", 8080, false, "needs an address rule there too");
     assert_int_equal (gw_egress_narrow (p, "", err, sizeof err), 0);
     s_expect (p, "pypi.org", "151.101.0.223", 443, true, "by the rule pypi.org");
     gw_egress_format (p, out, sizeof out);

@@ -428,7 +428,8 @@ test_a_refusal_is_one_complete_response (void **state)
     size_t len = 0;
     char *r = gw_proxyreq_response (403, "egress to evil.example:443 is refused:\r\n"
                                     "no rule allows it\x01 \xc3\xa9", &len);
-    const char *want = "HTTP/1.1 403 Forbidden\r\n"
+    const char *want = "HTTP/1.1 403 Forbidden - egress to evil.example:443 is refused:  no "
+                       "rule allows it  ??\r\n"
                        "Content-Type: text/plain; charset=utf-8\r\n"
                        "Content-Length: 62\r\n"
                        "Connection: close\r\n"
@@ -441,11 +442,11 @@ test_a_refusal_is_one_complete_response (void **state)
     assert_int_equal (strlen (strstr (want, "\r\n\r\n") + 4), 62);
     free (r);
     struct { int status; const char *words, *want; } more [] = {
-        { 431, "x", "HTTP/1.1 431 Request Header Fields Too Large\r\n" },
-        { 505, "x", "HTTP/1.1 505 HTTP Version Not Supported\r\n" },
-        { 502, "x", "HTTP/1.1 502 Bad Gateway\r\n" },
-        { 599, "x", "HTTP/1.1 599 Server Error\r\n" },
-        { 42, "x", "HTTP/1.1 500 Internal Server Error\r\n" },
+        { 431, "x", "HTTP/1.1 431 Request Header Fields Too Large - x\r\n" },
+        { 505, "x", "HTTP/1.1 505 HTTP Version Not Supported - x\r\n" },
+        { 502, "x", "HTTP/1.1 502 Bad Gateway - x\r\n" },
+        { 599, "x", "HTTP/1.1 599 Server Error - x\r\n" },
+        { 42, "x", "HTTP/1.1 500 Internal Server Error - x\r\n" },
         { 400, NULL, "HTTP/1.1 400 Bad Request\r\n" },
     };
     for (size_t i = 0; i < sizeof more / sizeof more [0]; i++) {

@@ -74,6 +74,8 @@ test_gw_vmargv_is_exactly_the_recipe (void **state)
         "-device", "virtserialport,chardev=k,name=cellvm.kernel",
         "-chardev", "socket,id=i,path=/r/vm-1/init.sock,server=on,wait=off",
         "-device", "virtserialport,chardev=i,name=cellvm.init",
+        "-chardev", "socket,id=n,path=/r/vm-1/net.sock,server=on,wait=off",
+        "-device", "virtserialport,chardev=n,name=cellvm.net",
         "-device", "virtio-rng-device",
         "-device", "virtio-balloon-device,free-page-reporting=on",
         "-qmp", "unix:/r/vm-1/qmp.sock,server=on,wait=off", NULL
@@ -188,8 +190,9 @@ test_gw_vmargv_has_the_snapshot_hooks (void **state)
     assert_int_equal (gw_vmargv_build (&cfg, "/r/c", &c, err, sizeof err), 0);
     for (size_t i = 0; c [i]; i++)
         assert_null (strstr (c [i], "virtio-balloon"));
-    assert_string_equal (s_opt (c, "-device", 5), "virtio-rng-device");
-    assert_null (s_opt (c, "-device", 6));
+    assert_string_equal (s_opt (c, "-device", 5), "virtserialport,chardev=n,name=cellvm.net");
+    assert_string_equal (s_opt (c, "-device", 6), "virtio-rng-device");
+    assert_null (s_opt (c, "-device", 7));
     gw_vmargv_destroy (&c);
 }
 
@@ -245,6 +248,7 @@ test_gw_vmargv_names_each_port_once (void **state)
     (void) state;
     assert_string_equal (gw_vmargv_port_file ("kernel"), "kernel.sock");
     assert_string_equal (gw_vmargv_port_file ("init"), "init.sock");
+    assert_string_equal (gw_vmargv_port_file ("net"), "net.sock");
     assert_string_equal (gw_vmargv_port_file ("qmp"), "qmp.sock");
     assert_null (gw_vmargv_port_file ("console"));
     assert_null (gw_vmargv_port_file (""));

@@ -1,0 +1,351 @@
+"""Egress (docs/network.md): a session's cells reach what the operator allows through the
+guest's proxy, and nothing else, with the gateway's words in the cell and in the log.
+
+On this machine only: an HTTPS server on the host's loopback with a test CA (allowed by its
+exact address), a package index of one wheel built here (served over HTTP on loopback), and
+destinations that must be refused. The session passes an empty NO_PROXY (CELLVM_ENV_), so
+that 127.0.0.1 in a cell means the host's loopback through the proxy, as an internal API's
+address would; a default session keeps the guest's own loopback local, which one test checks.
+Each refusal is checked in the cell's words and the log's. A session without --egress-allow
+has no proxy, no port reader and no proxy variables. unsafe-local ignores the options, and
+says so.
+"""
+import base64
+import hashlib
+import http.server
+import io
+import json
+import os
+import re
+import ssl
+import subprocess
+import threading
+import time
+import zipfile
+
+import pytest
+
+from sessions import IMAGE, Session, require_image
+
+BIG = 1 << 20
+PKG, VERSION = "cellvm-eg-probe", "1.0"
+
+
+def _tls_files(d):
+    """A CA, and a certificate for 127.0.0.1 and localhost that it signed."""
+    run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+        "/CN=cellvm egress test CA", "-keyout", f"{d}/ca.key", "-out", f"{d}/ca.pem")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+        "-keyout", f"{d}/srv.key", "-out", f"{d}/srv.csr")
+    (d / "ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run("x509", "-req", "-in", f"{d}/srv.csr", "-CA", f"{d}/ca.pem", "-CAkey", f"{d}/ca.key",
+        "-CAcreateserial", "-days", "2", "-extfile", f"{d}/ext", "-out", f"{d}/srv.pem")
+    return d / "ca.pem", d / "srv.pem", d / "srv.key"
+
+
+def _wheel(d):
+    """A pure wheel of one module, its RECORD hashed as pip checks it; the index's page."""
+    name = PKG.replace("-", "_")
+    files = {f"{name}/__init__.py": b"VALUE = 42\n",
+             f"{name}-{VERSION}.dist-info/METADATA":
+                 f"Metadata-Version: 2.1\nName: {PKG}\nVersion: {VERSION}\n".encode(),
+             f"{name}-{VERSION}.dist-info/WHEEL":
+                 b"Wheel-Version: 1.0\nGenerator: cellvm-test\nRoot-Is-Purelib: true\n"
+                 b"Tag: py3-none-any\n"}
+    record = "".join(f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(b).digest())}"
+                     .replace("b'", "").replace("'", "") + f",{len(b)}\n"
+                     for p, b in files.items())
+    record += f"{name}-{VERSION}.dist-info/RECORD,,\n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for p, b in files.items():
+            z.writestr(p, b)
+        z.writestr(f"{name}-{VERSION}.dist-info/RECORD", record)
+    whl = f"{name}-{VERSION}-py3-none-any.whl"
+    (d / "simple" / PKG).mkdir(parents=True)
+    (d / "simple" / PKG / whl).write_bytes(buf.getvalue())
+    digest = hashlib.sha256(buf.getvalue()).hexdigest()
+    (d / "simple" / PKG / "index.html").write_text(
+        f'<html><body><a href="{whl}#sha256={digest}">{whl}</a></body></html>\n')
+    (d / "simple" / "index.html").write_text(f'<a href="{PKG}/">{PKG}</a>\n')
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+
+class _Tls(_Quiet):
+    def do_GET(self):
+        body = b"x" * BIG if self.path == "/big" else b"hello over tls\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _serve(handler, cert=None, key=None):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    if cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        #  The handshake in each handler's thread: a tunnel that sends no hello must not
+        #  hold up the accepts of the others.
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True, do_handshake_on_connect=False)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+@pytest.fixture(scope="module")
+def net(tmp_path_factory):
+    require_image(IMAGE)
+    d = tmp_path_factory.mktemp("egress")
+    ca, cert, key = _tls_files(d)
+    _wheel(d)
+    tls = _serve(_Tls, cert, key)
+    index = _serve(lambda *a, **k: _Quiet(*a, directory=str(d), **k))
+    info = {"ca": ca.read_text(), "tls": tls.server_address[1],
+            "index": index.server_address[1]}
+    yield info
+    tls.shutdown()
+    index.shutdown()
+
+
+def _egress_args(net, streams=16):
+    return ["--egress-allow", f"127.0.0.1:{net['tls']},127.0.0.1:{net['index']},"
+                              f"localhost:{net['tls'] + 1},*.example",
+            "--egress-deny", "denied.example", "--egress-streams", str(streams)]
+
+
+@pytest.fixture(scope="module")
+def sess(net):
+    s = Session("cellvm", extra_args=_egress_args(net), name="egress",
+                env={"CELLVM_ENV_NO_PROXY": "", "CELLVM_ENV_no_proxy": ""})
+    try:
+        s.start(timeout=600)
+        s.output(f"open('/workspace/ca.pem', 'w').write({net['ca']!r})")
+        yield s
+    finally:
+        s.close()
+
+
+def _get(url, ca=True, timeout=60):
+    """A cell that GETs url through the environment's proxy and prints what happened."""
+    ctx = "ssl.create_default_context(cafile='/workspace/ca.pem')" if ca else "None"
+    return (f"import ssl, urllib.request, urllib.error, hashlib\n"
+            f"try:\n"
+            f"    b = urllib.request.urlopen({url!r}, context={ctx}, timeout={timeout}).read()\n"
+            f"    print('GOT', len(b), hashlib.sha256(b).hexdigest())\n"
+            f"except Exception as e:\n"
+            f"    print('FAILED', type(e).__name__, e)\n")
+
+
+def _log_after(s, mark, pattern, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tail = s.log_text()[mark:]
+        if re.search(pattern, tail):
+            return tail
+        time.sleep(0.2)
+    raise AssertionError(f"no {pattern!r} in the log: {s.log_text()[mark:][-3000:]}")
+
+
+def test_the_kernel_is_pointed_at_its_proxy(sess, net):
+    out = sess.output("import os, json; print(json.dumps({k: os.environ.get(k) for k in "
+                      "('HTTPS_PROXY', 'http_proxy', 'NO_PROXY', 'PYTHONUSERBASE', "
+                      "'PIP_USER', 'SSL_CERT_FILE')}))")
+    env = json.loads(out.strip().splitlines()[-1])
+    assert env == {"HTTPS_PROXY": "http://127.0.0.1:3128", "http_proxy": "http://127.0.0.1:3128",
+                   "NO_PROXY": "", "PYTHONUSERBASE": "/workspace/.local", "PIP_USER": "1",
+                   "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt"}, env
+    log = sess.log_text()
+    assert "event=egress.started" in log and "event=egress.proxy_ready" in log, log[-3000:]
+
+
+def test_an_allowed_https_get_of_1_mib_arrives_whole(sess, net):
+    mark = len(sess.log_text())
+    out = sess.output(_get(f"https://127.0.0.1:{net['tls']}/big"))
+    assert out.strip() == f"GOT {BIG} {hashlib.sha256(b'x' * BIG).hexdigest()}", out
+    tail = _log_after(sess, mark, r"event=egress.closed .*bytes_in=\d{7}")
+    assert f"event=egress.allowed stream=" in tail and f"dest=127.0.0.1:{net['tls']}" in tail
+
+
+def test_pip_installs_from_the_index_into_the_workspace(sess, net):
+    out = sess.output(f"%pip install --no-cache-dir --index-url "
+                      f"http://127.0.0.1:{net['index']}/simple/ {PKG}", timeout=300)
+    assert f"Successfully installed {PKG}-{VERSION}" in out, out
+    out = sess.output("import cellvm_eg_probe; print(cellvm_eg_probe.VALUE, "
+                      "cellvm_eg_probe.__file__)")
+    assert out.split()[0] == "42" and out.split()[1].startswith("/workspace/.local/"), out
+
+
+#  No name here is looked up in the DNS (the test sends nothing off this host): a refusal
+#  by name comes before any lookup, and localhost is in /etc/hosts.
+@pytest.mark.parametrize("url, words", [
+    ("https://denied.example/", ["denied.example:443 matches the deny rule denied.example"]),
+    ("https://other.test/", ["other.test:443 matches no rule of --egress-allow"]),
+    ("https://127.0.0.1:{port_other}/", ["127.0.0.1:{port_other} is a loopback, private, "
+                                         "link-local or reserved address"]),
+    ("https://localhost:{port_name}/", ["egress refused: localhost (", "):{port_name} is a "
+                                        "loopback, private, link-local or reserved address"]),
+])
+def test_refusals_reach_the_cell_in_words(sess, net, url, words):
+    fill = {"port_other": net["index"] + 2, "port_name": net["tls"] + 1}
+    url, words = url.format(**fill), [w.format(**fill) for w in words]
+    mark = len(sess.log_text())
+    out = sess.output(_get(url))
+    assert out.startswith("FAILED") and "403 Forbidden" in out, out
+    assert all(w in out for w in words), out
+    tail = _log_after(sess, mark, r"event=egress.refused")
+    assert all(w in tail for w in words), tail
+
+
+RAW_TUNNEL = """
+import socket, ssl
+s = socket.create_connection(('127.0.0.1', 3128), timeout=30)
+s.sendall(b'CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\n\\r\\n')
+print(s.recv(200).split(b'\\r\\n')[0].decode())
+ctx = ssl.create_default_context(cafile='/workspace/ca.pem')
+ctx.check_hostname = False
+try:
+    t = ctx.wrap_socket(s, server_hostname='{sni}')
+    print('TLS OK', t.version())
+except Exception as e:
+    print('TLS FAILED', e)
+"""
+
+
+def test_a_tls_server_name_other_than_the_tunnels_host_is_refused(sess, net):
+    mark = len(sess.log_text())
+    out = sess.output(RAW_TUNNEL.format(port=net["tls"], sni="pypi.org"))
+    lines = out.strip().splitlines()
+    assert lines[0] == "HTTP/1.1 200 Connection established", out
+    assert lines[1].startswith("TLS FAILED") and "ACCESS_DENIED" in lines[1].upper(), out
+    tail = _log_after(sess, mark, r"event=egress.refused")
+    assert f"the TLS server name pypi.org differs from the tunnel's host 127.0.0.1" in tail
+
+
+def test_no_dns_and_no_raw_network_in_the_guest(sess):
+    out = sess.output(
+        "import socket\n"
+        "try:\n    socket.getaddrinfo('pypi.org', 443); print('DNS ANSWERED')\n"
+        "except OSError as e:\n    print('DNS', type(e).__name__)\n"
+        "for addr in [('1.1.1.1', 80), ('10.0.2.2', 80), ('169.254.169.254', 80)]:\n"
+        "    try:\n        socket.create_connection(addr, timeout=5); print('CONNECTED', addr)\n"
+        "    except OSError as e:\n        print('RAW', addr[0], e.errno)\n"
+        "import os; print(sorted(os.listdir('/sys/class/net')))\n")
+    lines = out.strip().splitlines()
+    assert lines[0] == "DNS gaierror", out
+    assert all(l.startswith("RAW ") and l.endswith(" 101") for l in lines[1:4]), out
+    assert lines[4] == "['lo']", out                 # still no network device
+
+
+FLOOD = """
+import socket, time
+held, words = [], []
+for i in range(60):
+    s = socket.create_connection(('127.0.0.1', 3128), timeout=30)
+    s.sendall(b'CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\n\\r\\n')
+    held.append(s)
+for s in held:
+    line = s.recv(300).split(b'\\r\\n')[0].decode()
+    words.append(line)
+ok = sum(w.startswith('HTTP/1.1 200') for w in words)
+busy = [w for w in words if w.startswith('HTTP/1.1 503')]
+print(ok, len(busy), busy[0] if busy else '')
+for s in held:
+    s.close()
+"""
+
+
+def test_a_flood_of_connections_is_capped_and_the_session_goes_on(sess, net):
+    out = sess.output(FLOOD.format(port=net["tls"]), timeout=300)
+    ok, busy, first = out.strip().split(" ", 2)
+    assert int(ok) == 16 and int(busy) == 44, out
+    assert "16 connections are open, the most this session may have at once" in first, out
+    time.sleep(1)                                    # the closes reach the host
+    out = sess.output(_get(f"https://127.0.0.1:{net['tls']}/hello"))
+    assert out.startswith("GOT 15 "), out
+
+
+def test_a_live_change_narrows_and_answers_with_the_policy(sess, net):
+    rep = sess.control("cellvm_egress_request", {"allow": f"127.0.0.1:{net['index']}"})
+    c = rep["content"]
+    assert c["status"] == "ok" and c["policy"]["client_allow"] == f"127.0.0.1:{net['index']}", c
+    assert "denied.example" in c["policy"]["deny"], c
+    out = sess.output(_get(f"https://127.0.0.1:{net['tls']}/hello"))
+    assert "FAILED" in out and "is not in this session's CELLVM_EGRESS_ALLOW" in out, out
+    rep = sess.control("cellvm_egress_request", {"allow": "*"})    # * is public addresses only
+    out = sess.output(_get(f"https://127.0.0.1:{net['tls']}/hello"))
+    assert "FAILED" in out and "needs an address rule there too" in out, out
+    bad = sess.control("cellvm_egress_request", {"allow": "10.0.0.0/33"})["content"]
+    assert bad["status"] == "error" and bad["ename"] == "BadEgressList", bad
+    rep = sess.control("cellvm_egress_request", {"allow": ""})     # back to the operator's
+    assert "client_allow" not in rep["content"]["policy"], rep["content"]
+    out = sess.output(_get(f"https://127.0.0.1:{net['tls']}/hello"))
+    assert out.startswith("GOT 15 "), out
+    asked = sess.control("cellvm_egress_request", {})["content"]
+    assert asked["status"] == "ok" and "allow" in asked["policy"], asked
+
+
+def test_a_client_list_from_the_environment_only_narrows(net):
+    s = Session("cellvm", extra_args=_egress_args(net), name="egress-narrow",
+                env={"CELLVM_EGRESS_ALLOW": f"127.0.0.1:{net['tls']},10.9.9.9",
+                     "CELLVM_ENV_NO_PROXY": "", "CELLVM_ENV_no_proxy": ""})
+    try:
+        s.start(timeout=600)
+        s.output(f"open('/workspace/ca.pem', 'w').write({net['ca']!r})")
+        assert s.output(_get(f"https://127.0.0.1:{net['tls']}/hello")).startswith("GOT 15 ")
+        out = s.output(_get(f"http://127.0.0.1:{net['index']}/simple/"))
+        assert "is not in this session's CELLVM_EGRESS_ALLOW" in out, out
+        assert "event=egress.policy" in s.log_text()
+    finally:
+        s.close()
+
+
+def test_a_default_session_keeps_its_own_loopback_local(net):
+    s = Session("cellvm", extra_args=_egress_args(net), name="egress-default")
+    try:
+        s.start(timeout=600)
+        out = s.output(
+            "import socket, threading, urllib.request, os\n"
+            "srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1)\n"
+            "port = srv.getsockname()[1]\n"
+            "def serve():\n"
+            "    c, _ = srv.accept(); c.recv(1000)\n"
+            "    c.sendall(b'HTTP/1.0 200 OK\\r\\nContent-Length: 5\\r\\n\\r\\nlocal'); c.close()\n"
+            "threading.Thread(target=serve).start()\n"
+            "print(os.environ['NO_PROXY'], urllib.request.urlopen(f'http://127.0.0.1:{port}/',"
+            " timeout=30).read().decode())\n")
+        assert out.strip() == "localhost,127.0.0.1,::1 local", out
+    finally:
+        s.close()
+
+
+def test_without_egress_there_is_no_proxy_and_no_variable():
+    s = Session("cellvm", name="egress-off")
+    try:
+        s.start(timeout=600)
+        out = s.output(
+            "import os, socket\n"
+            "print(os.environ.get('HTTPS_PROXY'), os.environ.get('PYTHONUSERBASE'))\n"
+            "try:\n    socket.create_connection(('127.0.0.1', 3128), timeout=5); print('OPEN')\n"
+            "except OSError as e:\n    print('REFUSED', e.errno)\n"
+            "print(sum(1 for p in os.listdir('/proc') if p.isdigit() and "
+            "open(f'/proc/{p}/status').read().count('Uid:\\t65534')))\n")
+        assert out.strip().splitlines() == ["None None", "REFUSED 111", "0"], out
+        assert "event=egress." not in s.log_text(), s.log_text()[-3000:]
+    finally:
+        s.close()
+
+
+def test_unsafe_local_ignores_egress_options_and_says_so(net):
+    s = Session("cellvm-unsafe-local", extra_args=_egress_args(net), name="egress-local")
+    try:
+        s.start(timeout=120)
+        assert s.output("print(1)").strip() == "1"
+        log = s.log_text()
+        assert "event=egress.ignored backend=unsafe-local" in log, log[-3000:]
+    finally:
+        s.close()
