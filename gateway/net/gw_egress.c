@@ -388,6 +388,18 @@ s_find (const s_list_t *list, const char *name, const gw_egress_addr_t *addr, un
     return NULL;
 }
 
+//  A rule of list that would match on its own port: the words for a port refused.
+static const s_rule_t *
+s_other_port (const s_list_t *list, const char *name, const gw_egress_addr_t *addr,
+              bool only_net)
+{
+    for (size_t i = 0; i < list->n; i++)
+        if ((!only_net || list->v [i].kind == S_NET) && list->v [i].port
+        &&  s_match (&list->v [i], name, addr, list->v [i].port))
+            return &list->v [i];
+    return NULL;
+}
+
 bool
 gw_egress_check (const gw_egress_t *self, const char *name, const gw_egress_addr_t *addr,
                  unsigned port, char *reason, size_t cap)
@@ -411,7 +423,11 @@ gw_egress_check (const gw_egress_t *self, const char *name, const gw_egress_addr
         return false;
     }
     if (!(r = s_find (&self->allow, nm, &a, port, priv))) {
-        if (priv)
+        bool by_name = priv && s_find (&self->allow, nm, &a, port, false);  //  not enough
+        if (!by_name && (r = s_other_port (&self->allow, nm, &a, priv)))
+            snprintf (reason, cap, "refused: %s: port %u is not allowed (the rule %s allows "
+                      "port %u)", dest, port, r->text, r->port);
+        else if (priv)
             snprintf (reason, cap, "refused: %s is a loopback, private, link-local or reserved "
                       "address; only an operator's rule naming that address allows it", dest);
         else

@@ -185,7 +185,9 @@ def test_pip_installs_from_the_index_into_the_workspace(sess, net):
 @pytest.mark.parametrize("url, words", [
     ("https://denied.example/", ["denied.example:443 matches the deny rule denied.example"]),
     ("https://other.test/", ["other.test:443 matches no rule of --egress-allow"]),
-    ("https://127.0.0.1:{port_other}/", ["127.0.0.1:{port_other} is a loopback, private, "
+    ("https://127.0.0.1:{port_other}/", ["127.0.0.1:{port_other}: port {port_other} is not "
+                                         "allowed (the rule 127.0.0.1:"]),
+    ("https://127.0.0.2:{port_other}/", ["127.0.0.2:{port_other} is a loopback, private, "
                                          "link-local or reserved address"]),
     ("https://localhost:{port_name}/", ["egress refused: localhost (", "):{port_name} is a "
                                         "loopback, private, link-local or reserved address"]),
@@ -349,3 +351,89 @@ def test_unsafe_local_ignores_egress_options_and_says_so(net):
         assert "event=egress.ignored backend=unsafe-local" in log, log[-3000:]
     finally:
         s.close()
+
+
+NOPROXY = {"CELLVM_ENV_NO_PROXY": "", "CELLVM_ENV_no_proxy": ""}
+
+
+def _wait_log(s, pattern, count, timeout=120):
+    deadline = time.monotonic() + timeout
+    while len(re.findall(pattern, s.log_text())) < count:
+        assert time.monotonic() < deadline, s.log_text()[-3000:]
+        time.sleep(0.3)
+
+
+def test_an_idle_pause_resumes_with_a_new_proxy_and_the_same_policy(net, tmp_path):
+    """The resumed VM's proxy (the paused one's, with an old nonce and maybe half a frame
+    in flight) is replaced by a new one; the live change made before the pause holds."""
+    s = Session("cellvm", name="egress-pause", env=NOPROXY,
+                extra_args=_egress_args(net) + ["--snapshot-dir", str(tmp_path / "store"),
+                                                "--idle-pause", "3"])
+    try:
+        s.start(timeout=600)
+        s.output(f"open('/workspace/ca.pem', 'w').write({net['ca']!r})")
+        assert s.output(_get(f"https://127.0.0.1:{net['tls']}/hello")).startswith("GOT 15 ")
+        c = s.control("cellvm_egress_request", {"allow": f"127.0.0.1:{net['tls']}"})["content"]
+        assert c["status"] == "ok", c
+        _wait_log(s, r"event=session\.paused", 1)
+        assert s.output(_get(f"https://127.0.0.1:{net['tls']}/big")).startswith(f"GOT {BIG} ")
+        out = s.output(_get(f"http://127.0.0.1:{net['index']}/simple/"))
+        assert "is not in this session's CELLVM_EGRESS_ALLOW" in out, out
+        log = s.log_text()
+        assert log.count("event=egress.started") == 2, log[-4000:]
+        assert "event=vm.stopped" not in log, log[-4000:]     # no stream violation
+    finally:
+        s.close()
+
+
+def test_a_snapshot_keeps_its_client_list_unless_the_start_names_another(net, tmp_path):
+    store = str(tmp_path / "store")
+    a = Session("cellvm", name="egress-snap", env=NOPROXY,
+                extra_args=_egress_args(net) + ["--snapshot-dir", store])
+    try:
+        a.start(timeout=600)
+        a.output(f"open('/workspace/ca.pem', 'w').write({net['ca']!r})")
+        a.control("cellvm_egress_request", {"allow": f"127.0.0.1:{net['tls']}"})
+        rep = a.control("cellvm_snapshot_request", {"name": "egress-snap"}, timeout=300)
+        assert rep["content"]["status"] == "ok", rep["content"]
+    finally:
+        a.close()
+    meta = json.loads((tmp_path / "store" / "egress-snap" / "meta.json").read_text())
+    assert meta["egress"]["client_allow"] == f"127.0.0.1:{net['tls']}", meta
+    for name, env, tls_ok in (("egress-fork", {}, True),
+                              ("egress-fork-named", {"CELLVM_EGRESS_ALLOW":
+                                                     f"127.0.0.1:{net['index']}"}, False)):
+        b = Session("cellvm", name=name, env=dict(NOPROXY, **env),
+                    extra_args=_egress_args(net) + ["--snapshot-dir", store,
+                                                    "--from-snapshot", "egress-snap"])
+        try:
+            b.start(timeout=600)
+            tls = b.output(_get(f"https://127.0.0.1:{net['tls']}/hello"))
+            index = b.output(_get(f"http://127.0.0.1:{net['index']}/simple/"))
+            assert tls.startswith("GOT 15 ") == tls_ok, (name, tls)
+            assert index.startswith("GOT ") != tls_ok, (name, index)
+            assert "CELLVM_EGRESS_ALLOW" in (index if tls_ok else tls), (name, tls, index)
+        finally:
+            b.close()
+
+
+@pytest.mark.parametrize("args, env, words", [
+    (["--egress-allow", "10.1.2.3/24"], {}, "host bits"),
+    (["--egress-allow", "pypi.org:0"], {}, "pypi.org:0"),
+    (["--egress-allow", "pypi.org", "--egress-deny", "a..b"], {}, "--egress-deny"),
+    (["--egress-allow", "pypi.org"], {"CELLVM_EGRESS_ALLOW": "bad name!"},
+     "CELLVM_EGRESS_ALLOW"),
+    (["--egress-port", "80"], {}, "egress-port"),
+])
+def test_a_list_the_gateway_cannot_read_refuses_the_launch(tmp_path, args, env, words):
+    from sessions import GATEWAY
+    conn = tmp_path / "conn.json"
+    ports = {f"{c}_port": 42000 + i for i, c in enumerate(("shell", "iopub", "stdin", "control",
+                                                             "hb"))}
+    conn.write_text(json.dumps(dict(ports, transport="tcp", ip="127.0.0.1", key="k",
+                                    signature_scheme="hmac-sha256")))
+    p = subprocess.run([str(GATEWAY), "--connection-file", str(conn), "--backend", "microvm"]
+                       + args, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, **env))
+    assert p.returncode != 0, p.stderr
+    assert words in p.stderr, p.stderr

@@ -115,13 +115,14 @@ test_names_ports_and_deny_before_allow (void **state)
     s_expect (p, "pypi.org", "151.101.0.223", 443, true, "by the rule pypi.org");
     s_expect (p, "PyPI.org.", "151.101.0.223", 80, true, "pypi.org");
     s_expect (p, "files.pythonhosted.org", "151.101.1.63", 443, true, "*.pythonhosted.org:443");
-    s_expect (p, "files.pythonhosted.org", "151.101.1.63", 80, false, "matches no rule");
+    s_expect (p, "files.pythonhosted.org", "151.101.1.63", 80, false, "port 80 is not allowed "
+              "(the rule *.pythonhosted.org:443 allows port 443)");
     s_expect (p, "pythonhosted.org", "151.101.1.63", 443, false, "matches no rule");
     s_expect (p, "xpythonhosted.org", "151.101.1.63", 443, false, "matches no rule");
     s_expect (p, "bad.pythonhosted.org", "151.101.1.63", 443, false,
               "matches the deny rule bad.pythonhosted.org");
     s_expect (p, "api.example.com", "93.184.215.14", 8443, true, "api.example.com:8443");
-    s_expect (p, "api.example.com", "93.184.215.14", 443, false, "no rule of --egress-allow");
+    s_expect (p, "api.example.com", "93.184.215.14", 443, false, "port 443 is not allowed (the rule api.example.com:8443");
     s_expect (p, NULL, "151.101.0.223", 443, false, "151.101.0.223:443 matches no rule");
     char reason [256];
     assert_false (gw_egress_check_name (p, "bad.pythonhosted.org", 443, reason, sizeof reason));
@@ -152,8 +153,10 @@ test_private_addresses_need_an_operators_address_rule (void **state)
     }
     s_expect (p, NULL, "127.0.0.1", 8080, true, "by the rule 127.0.0.1:8080");
     s_expect (p, "localhost", "127.0.0.1", 8080, true, "127.0.0.1:8080");
+    s_expect (p, "pypi.org", "127.0.0.1", 443, false, "is a loopback, private");  //  by name
     s_expect (p, NULL, "::ffff:127.0.0.1", 8080, true, "127.0.0.1:8080");
-    s_expect (p, NULL, "127.0.0.1", 8081, false, "only an operator's rule");
+    s_expect (p, NULL, "127.0.0.1", 8081, false, "only an operator's rule");  //  * matched
+    s_expect (p, NULL, "127.0.0.2", 8080, false, "only an operator's rule");
     s_expect (p, NULL, "10.1.2.9", 5432, true, "10.1.2.0/24:5432");
     s_expect (p, NULL, "10.1.3.9", 5432, false, "private");
     s_expect (p, NULL, "fd00:ec2::254", 80, true, "[fd00:ec2::254]:80");
@@ -181,7 +184,7 @@ test_a_clients_list_only_narrows (void **state)
     s_expect (p, "pypi.org", "151.101.0.223", 443, false, "CELLVM_EGRESS_ALLOW");
     s_expect (p, "evil.org", "1.2.3.4", 443, false, "no rule of --egress-allow");
     s_expect (p, NULL, "127.0.0.1", 8080, true, "127.0.0.1");
-    s_expect (p, NULL, "127.0.0.1", 9000, false, "only an operator's rule");
+    s_expect (p, NULL, "127.0.0.1", 9000, false, "port 9000 is not allowed");
     char out [512];
     gw_egress_format (p, out, sizeof out);
     assert_non_null (strstr (out, "\"client_allow\": \"*.pythonhosted.org:443,evil.org,"
