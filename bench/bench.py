@@ -41,7 +41,9 @@ move section (a remote launch, a drain and resume on another host, checkpoints:
 move_bench.py), BENCH_ONLY=move to run that section alone, BENCH_BURST=0 to skip the burst
 section (N sessions started at once with and without the admission line: burst_bench.py),
 BENCH_ONLY=burst to run that section alone, BENCH_RAM=0 to skip resume and fork against live
-memory (the RAM layouts side by side: ram_bench.py), BENCH_ONLY=ram to run that alone.
+memory (the RAM layouts side by side: ram_bench.py), BENCH_ONLY=ram to run that alone,
+BENCH_EGRESS=0 to skip egress (HTTPS GETs through a session's proxy beside the host's own,
+pip from a local index, starts with and without: egress_bench.py), BENCH_ONLY=egress alone.
 
 The start-path section derives three kernelspecs from the `cellvm` one
 (same gateway and image): `--no-templates` (cold boot), the default
@@ -546,7 +548,7 @@ def main():
             "print_lines": PRINT_LINES, "lines_MB": LINES_MB, "one_write_MB": BIG_WRITE_MB,
             "first_use_timeout_s": FIRST_USE_TIMEOUT, "output_timeout_s": OUTPUT_TIMEOUT,
             "store_history": True}
-    snap = sess = mcp = move = burst = ram = None
+    snap = sess = mcp = move = burst = ram = egress = None
     if "cellvm" in kernels and os.environ.get("BENCH_SNAPSHOTS", "1") != "0" and not only:
         snap = bench_start_paths()
     if os.environ.get("BENCH_SESSIONS", "1") != "0" and only in (None, "sessions"):
@@ -564,6 +566,9 @@ def main():
     if os.environ.get("BENCH_RAM", "1") != "0" and only in (None, "ram"):
         import ram_bench
         ram = ram_bench.bench_ram(kernels)
+    if os.environ.get("BENCH_EGRESS", "1") != "0" and only in (None, "egress"):
+        import egress_bench
+        egress = egress_bench.bench_egress(kernels, cellvm_template)
     rows = []
     for k in (kernels if not only else []):
         print(f"bench: {k} ...", file=sys.stderr, flush=True)
@@ -606,16 +611,20 @@ def main():
     if ram:
         import ram_bench
         ram_bench.print_ram(ram)
+    if egress:
+        import egress_bench
+        egress_bench.print_egress(egress)
     if rows:
         print_table(rows, (prev or {}).get("results"))
     result = {"meta": meta, "results": rows, "start_paths": snap, "sessions": sess, "mcp": mcp,
-              "move": move, "burst": burst, "ram": ram}
+              "move": move, "burst": burst, "ram": ram, "egress": egress}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     with open(history, "a") as f:
         f.write(json.dumps(result) + "\n")
     print(f"results: {out} (and a line in {history.name})")
-    failed = [f"{r['kernel']}: {k}: {v}" for r in rows + [x for x in (sess, mcp, move, ram) if x]
+    failed = [f"{r['kernel']}: {k}: {v}" for r in rows + [x for x in (sess, mcp, move, ram,
+                                                                       egress) if x]
               for k, v in r["failures"].items() if v.startswith("FAIL")]
     if failed:
         print("bench: FAILED:\n  " + "\n  ".join(failed), file=sys.stderr)

@@ -8,7 +8,7 @@
 
 #include "mc_args.h"
 
-typedef enum { T_STR, T_BOOL, T_SECS, T_LIFE, T_BYTES, T_COUNT, T_LEVEL } type_t;
+typedef enum { T_STR, T_LIST, T_BOOL, T_SECS, T_LIFE, T_BYTES, T_COUNT, T_LEVEL } type_t;
 
 static const struct {
     const char *name;
@@ -54,6 +54,11 @@ static const struct {
       "where the private 0700 run directory goes (default $XDG_RUNTIME_DIR, else /tmp)" },
     { "--log-level", T_LEVEL, offsetof (mc_options_t, log_level),
       "error, warn, info or debug, on stderr (default info)" },
+    { "--egress-allow", T_LIST, offsetof (mc_options_t, egress_allow),
+      "what each session's cells may reach, passed to its gateway (docs/network.md; "
+      "default: the kernelspec's own, else no network)" },
+    { "--egress-deny", T_LIST, offsetof (mc_options_t, egress_deny),
+      "refused even when allowed, passed to each gateway" },
 };
 #define N_OPTS (sizeof s_opts / sizeof s_opts [0])
 
@@ -123,9 +128,11 @@ s_set (mc_options_t *opts, size_t i, const char *value)
     int64_t bytes;
     switch (s_opts [i].type) {
         case T_STR:
-            if (strlen (value) == 0 || strlen (value) >= 256)
+        case T_LIST:
+            if (strlen (value) == 0 || strlen (value) >= (s_opts [i].type == T_STR ? 256
+                                                          : MC_EGRESS_LIST_MAX))
                 return -EINVAL;
-            snprintf (field, 256, "%s", value);
+            snprintf (field, s_opts [i].type == T_STR ? 256 : MC_EGRESS_LIST_MAX, "%s", value);
             return 0;
         case T_SECS:
             secs = strtod (value, &end);

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#define MC_EGRESS_LIST_MAX 4096        //  an egress list, with its NUL
+
 typedef struct {
     char kernelspec [256];      //  --kernelspec NAME (or a path to a kernel.json)
     bool allow_unsafe;          //  --allow-unsafe-local: a spec whose backend is unsafe-local
@@ -28,6 +30,9 @@ typedef struct {
     size_t max_sessions;        //  --max-sessions: per MCP connection
     char state_dir [512];       //  --state-dir: parent of the private run directory
     int log_level;              //  --log-level error|warn|info|debug (0..3)
+    //  Egress (docs/network.md): passed to each gateway, "" when not given.
+    char egress_allow [MC_EGRESS_LIST_MAX];    //  --egress-allow LIST
+    char egress_deny [MC_EGRESS_LIST_MAX];     //  --egress-deny LIST
 } mc_options_t;
 
 //  Fill opts from argv. 0; 1 when --help or --version was printed (exit

@@ -50,7 +50,7 @@ struct _mc_session_t {
     int64_t restart_ms;         //  when a restart op began
     mc_op_t *op;                //  the call in progress
     zlist_t *queue;             //  mc_op_t *, waiting
-    const char *extra [5];      //  the lifetime options appended to the spec's argv
+    const char *extra [9];      //  the lifetime and egress options appended to the argv
     char life [2][32];          //  their values
     double limits [2];          //  --idle-timeout, --ttl in effect (0: none)
     char notice [512];          //  the gateway's notice that it ends the session, or ""
@@ -128,6 +128,15 @@ s_life_args (mc_session_t *self)
         snprintf (self->life [i], sizeof self->life [i], "%.15g", self->limits [i]);
         self->extra [k++] = names [i];
         self->extra [k++] = self->life [i];
+    }
+    //  The gateway reads the last of each: ours win over the kernelspec's.
+    if (self->opts->egress_allow [0]) {
+        self->extra [k++] = "--egress-allow";
+        self->extra [k++] = self->opts->egress_allow;
+    }
+    if (self->opts->egress_deny [0]) {
+        self->extra [k++] = "--egress-deny";
+        self->extra [k++] = self->opts->egress_deny;
     }
     self->extra [k] = NULL;
 }

@@ -33,8 +33,7 @@ gw_netopt_policy (const gw_args_t *args, const char *client, const char *snapsho
         return -EINVAL;
     }
     if (s_given (narrow) && gw_egress_narrow (policy, narrow, why, sizeof why) < 0) {
-        snprintf (err, errlen, "%s: %s", client ? GW_NETOPT_ENV : "the snapshot's egress list",
-                  why);
+        snprintf (err, errlen, "%s%s", client ? "" : "the snapshot's egress list: ", why);
         gw_egress_destroy (&policy);
         return -EINVAL;
     }

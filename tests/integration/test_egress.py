@@ -10,101 +10,27 @@ Each refusal is checked in the cell's words and the log's. A session without --e
 has no proxy, no port reader and no proxy variables. unsafe-local ignores the options, and
 says so.
 """
-import base64
 import hashlib
-import http.server
-import io
 import json
 import os
 import re
-import ssl
 import subprocess
-import threading
 import time
-import zipfile
 
 import pytest
 
+from egresshelpers import BIG, PKG, VERSION, serve, tls_files, tls_handler, wheel
 from sessions import IMAGE, Session, require_image
-
-BIG = 1 << 20
-PKG, VERSION = "cellvm-eg-probe", "1.0"
-
-
-def _tls_files(d):
-    """A CA, and a certificate for 127.0.0.1 and localhost that it signed."""
-    run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True)
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-        "/CN=cellvm egress test CA", "-keyout", f"{d}/ca.key", "-out", f"{d}/ca.pem")
-    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-        "-keyout", f"{d}/srv.key", "-out", f"{d}/srv.csr")
-    (d / "ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    run("x509", "-req", "-in", f"{d}/srv.csr", "-CA", f"{d}/ca.pem", "-CAkey", f"{d}/ca.key",
-        "-CAcreateserial", "-days", "2", "-extfile", f"{d}/ext", "-out", f"{d}/srv.pem")
-    return d / "ca.pem", d / "srv.pem", d / "srv.key"
-
-
-def _wheel(d):
-    """A pure wheel of one module, its RECORD hashed as pip checks it; the index's page."""
-    name = PKG.replace("-", "_")
-    files = {f"{name}/__init__.py": b"VALUE = 42\n",
-             f"{name}-{VERSION}.dist-info/METADATA":
-                 f"Metadata-Version: 2.1\nName: {PKG}\nVersion: {VERSION}\n".encode(),
-             f"{name}-{VERSION}.dist-info/WHEEL":
-                 b"Wheel-Version: 1.0\nGenerator: cellvm-test\nRoot-Is-Purelib: true\n"
-                 b"Tag: py3-none-any\n"}
-    record = "".join(f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(b).digest())}"
-                     .replace("b'", "").replace("'", "") + f",{len(b)}\n"
-                     for p, b in files.items())
-    record += f"{name}-{VERSION}.dist-info/RECORD,,\n"
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        for p, b in files.items():
-            z.writestr(p, b)
-        z.writestr(f"{name}-{VERSION}.dist-info/RECORD", record)
-    whl = f"{name}-{VERSION}-py3-none-any.whl"
-    (d / "simple" / PKG).mkdir(parents=True)
-    (d / "simple" / PKG / whl).write_bytes(buf.getvalue())
-    digest = hashlib.sha256(buf.getvalue()).hexdigest()
-    (d / "simple" / PKG / "index.html").write_text(
-        f'<html><body><a href="{whl}#sha256={digest}">{whl}</a></body></html>\n')
-    (d / "simple" / "index.html").write_text(f'<a href="{PKG}/">{PKG}</a>\n')
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
-
-
-class _Tls(_Quiet):
-    def do_GET(self):
-        body = b"x" * BIG if self.path == "/big" else b"hello over tls\n"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
-def _serve(handler, cert=None, key=None):
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    if cert:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cert, key)
-        #  The handshake in each handler's thread: a tunnel that sends no hello must not
-        #  hold up the accepts of the others.
-        srv.socket = ctx.wrap_socket(srv.socket, server_side=True, do_handshake_on_connect=False)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv
 
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
     require_image(IMAGE)
     d = tmp_path_factory.mktemp("egress")
-    ca, cert, key = _tls_files(d)
-    _wheel(d)
-    tls = _serve(_Tls, cert, key)
-    index = _serve(lambda *a, **k: _Quiet(*a, directory=str(d), **k))
+    ca, cert, key = tls_files(d)
+    wheel(d)
+    tls = serve(tls_handler(), cert, key)
+    index = serve(None, directory=d)
     info = {"ca": ca.read_text(), "tls": tls.server_address[1],
             "index": index.server_address[1]}
     yield info
@@ -437,3 +363,25 @@ def test_a_list_the_gateway_cannot_read_refuses_the_launch(tmp_path, args, env, 
                        env=dict(os.environ, **env))
     assert p.returncode != 0, p.stderr
     assert words in p.stderr, p.stderr
+
+
+MCP_TUNNEL = """
+import socket
+s = socket.create_connection(('127.0.0.1', 3128), timeout=30)
+s.sendall(b'CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\n\\r\\n')
+print(s.recv(300).split(b'\\r\\n')[0].decode())
+"""
+
+
+def test_cellvm_mcp_passes_its_egress_options_to_each_gateway(net):
+    """cellvm-mcp --egress-allow: its sessions' cells reach that, and the rest is refused."""
+    from test_mcp import Raw, _call, _text
+    s = Raw("--egress-allow", f"127.0.0.1:{net['tls']}")
+    try:
+        s.initialize()
+        ok = _call(s, 1, "run_python", {"code": MCP_TUNNEL.format(port=net["tls"])})
+        assert ok["structuredContent"]["stdout"] == "HTTP/1.1 200 Connection established\n", ok
+        no = _call(s, 2, "run_python", {"code": MCP_TUNNEL.format(port=net["index"])})
+        assert "403 Forbidden - egress refused" in _text(no), no
+    finally:
+        s.close()
