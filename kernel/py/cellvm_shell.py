@@ -268,6 +268,7 @@ class IPythonBackend:
 
     def __init__(self):
         self.shell = _make_ipython_shell()
+        self.shell.register_magic_function(_pip_magic, "line", "pip")
         cellvm_jedi.install()           # IPython's completer imported jedi, and parso
         self.jedi_too_slow = set()      # _jedi_key()s whose jedi completion overran
         import IPython
@@ -574,11 +575,66 @@ def _adopt_user_site(base):
     except OSError:
         return
     site.USER_BASE, site.USER_SITE = base, path
+    import sysconfig                    # the template cached its own (~/.local): pip, run in
+    sysconfig.get_config_vars()["userbase"] = base      # a fork (_pip_magic), reads it
     if path not in sys.path:
         first = next((i for i, p in enumerate(sys.path) if p.endswith(("-packages",))),
                      len(sys.path))
         sys.path.insert(first, path)
     site.addsitedir(path)              # its .pth files (it is already on the path)
+
+
+def _pip_magic(line):
+    """%pip ARGS: pip's command line in a fork of this kernel, which the template's warm-up
+    had import pip (cellvm_warm), instead of a new interpreter importing it all again: that
+    alone takes seconds under TCG. The child's output is the cell's (a fork writes to the
+    captured fds), an interrupt reaches it, and what it installed is importable at once."""
+    import importlib
+    import shlex
+    try:
+        args = shlex.split(line)
+        from pip._internal.cli.main import main as pip_main
+    except (ValueError, ImportError) as e:
+        print("%%pip: %s" % e, file=sys.stderr)
+        return
+    _flush_std()
+    pid = os.fork()
+    if pid == 0:
+        rc = 1
+        try:
+            sys.argv = ["pip"] + args
+            rc = pip_main(args)
+        except SystemExit as e:
+            rc = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            for f in (sys.stdout, sys.stderr):
+                try:
+                    f.flush()
+                except Exception:
+                    pass
+            os._exit(rc if isinstance(rc, int) else 1)
+    _reap(pid)
+    importlib.invalidate_caches()
+
+
+def _reap(pid):
+    """Wait for a child; an interrupt is passed on to it, then raised here once it is gone."""
+    import signal
+    interrupted = False
+    while True:
+        try:
+            os.waitpid(pid, 0)
+            break
+        except KeyboardInterrupt:       # a second one ends it
+            os.kill(pid, signal.SIGKILL if interrupted else signal.SIGINT)
+            interrupted = True
+        except ChildProcessError:
+            break
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 def _apply_ipython_options(shell, options):

@@ -97,13 +97,20 @@ def test_an_allowed_https_get_of_1_mib_arrives_whole(sess, net):
     assert f"event=egress.allowed stream=" in tail and f"dest=127.0.0.1:{net['tls']}" in tail
 
 
-def test_pip_installs_from_the_index_into_the_workspace(sess, net):
-    out = sess.output(f"%pip install --no-cache-dir --index-url "
+@pytest.mark.parametrize("how", ["%pip", "!pip"])
+def test_pip_installs_from_the_index_into_the_workspace(sess, net, how):
+    """%pip runs in a fork of the kernel (pip imported by the template), !pip in a shell;
+    both install into /workspace/.local, importable at once."""
+    out = sess.output(f"{how} install --force-reinstall --no-cache-dir --index-url "
                       f"http://127.0.0.1:{net['index']}/simple/ {PKG}", timeout=300)
     assert f"Successfully installed {PKG}-{VERSION}" in out, out
-    out = sess.output("import cellvm_eg_probe; print(cellvm_eg_probe.VALUE, "
-                      "cellvm_eg_probe.__file__)")
+    out = sess.output("import importlib, cellvm_eg_probe; importlib.reload(cellvm_eg_probe); "
+                      "print(cellvm_eg_probe.VALUE, cellvm_eg_probe.__file__)")
     assert out.split()[0] == "42" and out.split()[1].startswith("/workspace/.local/"), out
+    out = sess.output("import os; print(sorted(os.listdir('/tmp/home/.local/lib/python3.11/"
+                      "site-packages')) if os.path.isdir('/tmp/home/.local/lib/python3.11/"
+                      "site-packages') else [])")
+    assert "cellvm_eg_probe" not in out, out        # not in the throwaway home
 
 
 #  No name here is looked up in the DNS (the test sends nothing off this host): a refusal
