@@ -584,16 +584,28 @@ def _adopt_user_site(base):
     site.addsitedir(path)              # its .pth files (it is already on the path)
 
 
+_PIP_MODULES = ("pip._internal.cli.main", "pip._internal.commands.install",
+                "pip._internal.network.session", "pip._internal.index.package_finder",
+                "pip._internal.resolution.resolvelib.resolver",
+                "pip._internal.operations.install.wheel", "pip._internal.req.req_install")
+
+
 def _pip_magic(line):
-    """%pip ARGS: pip's command line in a fork of this kernel, which the template's warm-up
-    had import pip (cellvm_warm), instead of a new interpreter importing it all again: that
-    alone takes seconds under TCG. The child's output is the cell's (a fork writes to the
+    """%pip ARGS: pip's command line in a fork of this kernel, which imports pip once, on
+    the first %pip, instead of a new interpreter importing it all again each time: that
+    alone takes seconds under TCG. Not in the template: pip's modules there would cost every
+    session's guest that memory. The child's output is the cell's (a fork writes to the
     captured fds), an interrupt reaches it, and what it installed is importable at once."""
     import importlib
     import shlex
     try:
         args = shlex.split(line)
         from pip._internal.cli.main import main as pip_main
+        for name in _PIP_MODULES[1:]:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass                    # another pip: the child imports what it needs
     except (ValueError, ImportError) as e:
         print("%%pip: %s" % e, file=sys.stderr)
         return

@@ -44,20 +44,6 @@ def _warm_imports(backend, ipython):
     import matplotlib, matplotlib.pyplot  # noqa: F401,E401
     if ipython:
         import IPython  # noqa: F401
-    _warm_pip()
-
-
-def _warm_pip():
-    """What `%pip install` imports (cellvm_shell._pip_magic forks the kernel to run it)."""
-    import importlib
-    for name in ("pip._internal.cli.main", "pip._internal.commands.install",
-                 "pip._internal.network.session", "pip._internal.index.package_finder",
-                 "pip._internal.resolution.resolvelib.resolver",
-                 "pip._internal.operations.install.wheel", "pip._internal.req.req_install"):
-        try:
-            importlib.import_module(name)
-        except Exception:
-            pass                        # a pip without one of them still works, slower
 
 
 class _Scratch:
