@@ -23,15 +23,27 @@ class Front:
         self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
 
     def receive(self, timeout=30):
-        """The decrypted connection info of the next reply (read until the launcher closes)."""
-        self.sock.settimeout(timeout)
-        conn, _ = self.sock.accept()
-        conn.settimeout(timeout)
-        data = b""
-        with conn:
-            while chunk := conn.recv(1024):
-                data += chunk
-        return self.decode(data)
+        """The decrypted connection info of the next reply (read until the launcher closes).
+        A connection whose bytes are not a reply is skipped, as EG's ResponseManager logs it
+        and goes on: an ephemeral port can be one that a ZMQ socket elsewhere on this host
+        still reconnects to, and its greeting must not count as the launcher's answer."""
+        import time
+        deadline, last = time.monotonic() + timeout, None
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no reply within {timeout} s; last refused: {last!r}")
+            self.sock.settimeout(left)
+            conn, _ = self.sock.accept()
+            conn.settimeout(left)
+            data = b""
+            with conn:
+                while chunk := conn.recv(1024):
+                    data += chunk
+            try:
+                return self.decode(data)
+            except (ValueError, KeyError, AssertionError) as e:   # binascii.Error is one
+                last = (data[:40], e)
 
     def decode(self, data):
         payload = json.loads(base64.b64decode(data, validate=True))
